@@ -1,0 +1,56 @@
+// Package meta names the labels, annotations and finalizers the SP puts on hub objects: the contract shared by the
+// renderer, the hub caches (whose selectors use them) and the reconcilers.
+package meta
+
+import "k8s.io/apimachinery/pkg/labels"
+
+// The three labels of decision D6, on every object the SP creates.
+const (
+	LabelManagedBy   = "managed-by"
+	LabelInstanceID  = "dcm-instance-id"
+	LabelServiceType = "dcm-service-type"
+
+	ManagedByValue   = "dcm"
+	ServiceTypeValue = "cluster"
+)
+
+// Bookkeeping annotations on the HostedCluster (hypershift.md §0).
+const (
+	// AnnotationSpec holds the normalized spec JSON echoed by POST and returned verbatim by GET and LIST.
+	AnnotationSpec = "dcm-spec"
+	// AnnotationOpenShiftVersion holds the resolved OpenShift release, e.g. 4.17.12.
+	AnnotationOpenShiftVersion = "dcm-openshift-version"
+	// AnnotationReservedAt records on an Agent when the SP reserved it (RFC 3339), for orphan clean-up.
+	AnnotationReservedAt = "dcm-reserved-at"
+)
+
+// HyperShift names the SP writes or reads.
+const (
+	// FinalizerHyperShift is the operator's finalizer on HostedClusters and NodePools.
+	FinalizerHyperShift = "hypershift.openshift.io/finalizer"
+	// FinalizerStatus is the SP's own finalizer on HostedClusters: removed only after the DELETED status event
+	// has been acknowledged by the bus, so DELETED survives an SP restart during deletion.
+	FinalizerStatus = "acm-cluster-sp.dcm.io/status-reported"
+	// AnnotationCleanupCloudResources asks the operator to remove guest cloud resources before the HCP goes.
+	AnnotationCleanupCloudResources = "hypershift.openshift.io/cleanup-cloud-resources"
+	// LabelSafeToDelete and LabelAutoCreatedForInfra make the operator garbage-collect a Secret with its cluster.
+	LabelSafeToDelete        = "hypershift.openshift.io/safe-to-delete-with-cluster"
+	LabelAutoCreatedForInfra = "hypershift.openshift.io/auto-created-for-infra"
+	// AnnotationResourceRequestOverridePrefix + "<deployment>.<container>" overrides control-plane requests.
+	AnnotationResourceRequestOverridePrefix = "resource-request-override.hypershift.openshift.io/"
+	// LabelInfraEnv is set by assisted-service on every Agent of an InfraEnv.
+	LabelInfraEnv = "infraenvs.agent-install.openshift.io"
+)
+
+// Labels returns the D6 labels of one instance.
+func Labels(instanceID string) map[string]string {
+	return map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: instanceID, LabelServiceType: ServiceTypeValue}
+}
+
+// Selector selects every object the SP manages (managed-by=dcm,dcm-service-type=cluster).
+func Selector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue, LabelServiceType: ServiceTypeValue})
+}
+
+// InstanceID returns the instance id label of an object's labels.
+func InstanceID(l map[string]string) string { return l[LabelInstanceID] }

@@ -1,0 +1,393 @@
+// Package status decides a cluster's DCM status from its HyperShift objects.
+//
+// Map is the one status function of the product (status-mapping.md, decision D7): the HTTP API (GET, LIST) and
+// the CloudEvents publisher both call it, so a GET and an event never disagree. It is pure: the objects and the
+// clock go in, a status, a message and the time at which the answer may change by itself come out.
+package status
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Status is one of the seven DCM statuses.
+type Status string
+
+// The statuses, exactly as they appear on the wire.
+const (
+	Pending      Status = "PENDING"
+	Provisioning Status = "PROVISIONING"
+	Ready        Status = "READY"
+	Failed       Status = "FAILED"
+	Unavailable  Status = "UNAVAILABLE"
+	Deleting     Status = "DELETING"
+	Deleted      Status = "DELETED"
+)
+
+// All lists the statuses in precedence order (DELETED first, PENDING last).
+var All = []Status{Deleted, Deleting, Failed, Ready, Provisioning, Unavailable, Pending}
+
+// Settings are the timing rules of status-mapping.md §5.
+type Settings struct {
+	DegradedGracePeriod          time.Duration // Degraded=True for longer than this is FAILED (default 15m)
+	ProvisioningTimeoutKubeVirt  time.Duration // not READY once after this is FAILED (default 45m)
+	ProvisioningTimeoutBareMetal time.Duration // same for Agent clusters (default 120m)
+	DeletionWarnAfter            time.Duration // DELETING longer than this says so in the message (default 15m)
+}
+
+// DefaultSettings are the product defaults (design.md Part C).
+func DefaultSettings() Settings {
+	return Settings{
+		DegradedGracePeriod:          15 * time.Minute,
+		ProvisioningTimeoutKubeVirt:  45 * time.Minute,
+		ProvisioningTimeoutBareMetal: 120 * time.Minute,
+		DeletionWarnAfter:            15 * time.Minute,
+	}
+}
+
+// Result is the decision for one cluster.
+type Result struct {
+	Status  Status
+	Message string
+	// ControlPlaneAvailable is HostedCluster Available=True (drives nodes.control_plane.ready).
+	ControlPlaneAvailable bool
+	// RecheckAt is when the result may change without any object changing (a grace period or timeout
+	// expiring); zero when no deadline is pending. Reconcilers schedule a re-evaluation at this time.
+	RecheckAt time.Time
+}
+
+// Map computes the status of one cluster. hc == nil means the HostedCluster of a known instance is gone
+// (DELETED). nodePools are the NodePools carrying the instance's label, in any order.
+func Map(hc *hyperv1.HostedCluster, nodePools []*hyperv1.NodePool, now time.Time, s Settings) Result {
+	if hc == nil {
+		return Result{Status: Deleted, Message: "Cluster deleted"}
+	}
+	e := evaluate(hc, nodePools, now, s)
+	return e.result()
+}
+
+// evaluation holds the predicates of status-mapping.md §3 for one cluster.
+type evaluation struct {
+	hc        *hyperv1.HostedCluster
+	nodePools []*hyperv1.NodePool
+	now       time.Time
+	s         Settings
+	conds     map[string]metav1.Condition
+	recheck   time.Time
+}
+
+func evaluate(hc *hyperv1.HostedCluster, nodePools []*hyperv1.NodePool, now time.Time, s Settings) *evaluation {
+	conds := make(map[string]metav1.Condition, len(hc.Status.Conditions))
+	for _, c := range hc.Status.Conditions {
+		conds[c.Type] = c
+	}
+	return &evaluation{hc: hc, nodePools: nodePools, now: now, s: s, conds: conds}
+}
+
+func (e *evaluation) is(condType string, st metav1.ConditionStatus) bool {
+	c, ok := e.conds[condType]
+	return ok && c.Status == st
+}
+
+func (e *evaluation) result() Result {
+	r := e.decide()
+	r.ControlPlaneAvailable = e.available()
+	r.RecheckAt = e.recheck
+	return r
+}
+
+func (e *evaluation) decide() Result {
+	if dt := e.hc.DeletionTimestamp; dt != nil {
+		return e.deleting(dt.Time)
+	}
+	if msg, failed := e.hardFailure(); failed {
+		return Result{Status: Failed, Message: msg}
+	}
+	if d, ok := e.conds[string(hyperv1.HostedClusterDegraded)]; ok && d.Status == metav1.ConditionTrue {
+		since := e.notFuture(d.LastTransitionTime.Time)
+		if e.now.Sub(since) > e.s.DegradedGracePeriod {
+			return Result{Status: Failed, Message: fmt.Sprintf("Degraded for more than %s: %s", human(e.s.DegradedGracePeriod), d.Message)}
+		}
+		e.recheckAt(since.Add(e.s.DegradedGracePeriod))
+	}
+	everCompleted := e.everCompleted()
+	if !everCompleted {
+		timeout := e.provisioningTimeout()
+		created := e.notFuture(e.hc.CreationTimestamp.Time)
+		if e.now.Sub(created) > timeout {
+			return Result{Status: Failed, Message: fmt.Sprintf("Not ready after %s: %s", human(timeout), e.progressMessage())}
+		}
+		e.recheckAt(created.Add(timeout))
+	}
+	available := e.available()
+	if available && e.rolloutCompleted() && e.nodePoolsReady() {
+		return Result{Status: Ready, Message: e.annotate(e.readyMessage())}
+	}
+	if everCompleted && !available {
+		return Result{Status: Unavailable, Message: "Control plane unavailable: " + orDefault(e.conds[string(hyperv1.HostedClusterAvailable)].Message, "Available is not True")}
+	}
+	if e.hcpStarted() {
+		return Result{Status: Provisioning, Message: e.annotate(e.progressMessage())}
+	}
+	return Result{Status: Pending, Message: e.annotate(e.pendingMessage())}
+}
+
+func (e *evaluation) deleting(since time.Time) Result {
+	since = e.notFuture(since)
+	if e.s.DeletionWarnAfter > 0 {
+		if e.now.Sub(since) > e.s.DeletionWarnAfter {
+			return Result{Status: Deleting, Message: fmt.Sprintf("Deletion in progress for more than %s; waiting for finalizers", human(e.s.DeletionWarnAfter))}
+		}
+		e.recheckAt(since.Add(e.s.DeletionWarnAfter))
+	}
+	return Result{Status: Deleting, Message: "Deletion in progress"}
+}
+
+// hardFailedHC are the HostedCluster conditions whose False is a configuration error the operator will not fix.
+var hardFailedHC = []hyperv1.ConditionType{
+	hyperv1.ValidHostedClusterConfiguration,
+	hyperv1.SupportedHostedCluster,
+	hyperv1.ValidHostedControlPlaneConfiguration,
+	hyperv1.ValidReleaseInfo,
+}
+
+// hardFailedNP are the NodePool conditions whose False is a configuration error.
+var hardFailedNP = []string{
+	hyperv1.NodePoolValidPlatformConfigConditionType,
+	hyperv1.NodePoolValidReleaseImageConditionType,
+	hyperv1.NodePoolValidMachineConfigConditionType,
+}
+
+func (e *evaluation) hardFailure() (string, bool) {
+	for _, t := range hardFailedHC {
+		if c, ok := e.conds[string(t)]; ok && c.Status == metav1.ConditionFalse {
+			return conditionMessage(c.Type, c.Reason, c.Message), true
+		}
+	}
+	if c, ok := e.conds[string(hyperv1.ValidReleaseImage)]; ok && c.Status == metav1.ConditionFalse && c.Reason != secretNotFound {
+		return conditionMessage(c.Type, c.Reason, c.Message), true
+	}
+	for _, np := range e.nodePools {
+		for _, t := range hardFailedNP {
+			if c := npCondition(np, t); c != nil && c.Status == corev1.ConditionFalse {
+				return "NodePool " + np.Name + " " + conditionMessage(c.Type, c.Reason, c.Message), true
+			}
+		}
+	}
+	return "", false
+}
+
+// secretNotFound is the transient ValidReleaseImage reason while the pull secret has not appeared yet.
+const secretNotFound = "SecretNotFound"
+
+func conditionMessage(condType, reason, message string) string {
+	if message == "" {
+		message = reason
+	}
+	return condType + ": " + message
+}
+
+func (e *evaluation) everCompleted() bool {
+	if e.hc.Status.Version == nil {
+		return false
+	}
+	for _, h := range e.hc.Status.Version.History {
+		if h.State == configv1.CompletedUpdate {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *evaluation) rolloutCompleted() bool {
+	v := e.hc.Status.Version
+	return v != nil && len(v.History) > 0 && v.History[0].State == configv1.CompletedUpdate
+}
+
+func (e *evaluation) available() bool {
+	return e.is(string(hyperv1.HostedClusterAvailable), metav1.ConditionTrue)
+}
+
+func (e *evaluation) hcpStarted() bool {
+	if e.available() || e.is(string(hyperv1.HostedClusterDegraded), metav1.ConditionTrue) || e.is(string(hyperv1.HostedClusterDegraded), metav1.ConditionFalse) {
+		return true
+	}
+	for _, t := range []hyperv1.ConditionType{hyperv1.InfrastructureReady, hyperv1.EtcdAvailable, hyperv1.KubeAPIServerAvailable} {
+		if c, ok := e.conds[string(t)]; ok && c.Status != metav1.ConditionUnknown {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *evaluation) nodePoolsReady() bool {
+	if len(e.nodePools) == 0 {
+		return false
+	}
+	for _, np := range e.nodePools {
+		if !nodePoolReady(np) {
+			return false
+		}
+	}
+	return true
+}
+
+func nodePoolReady(np *hyperv1.NodePool) bool {
+	if np.DeletionTimestamp != nil {
+		return false
+	}
+	c := npCondition(np, hyperv1.NodePoolReadyConditionType)
+	return c != nil && c.Status == corev1.ConditionTrue && np.Status.Replicas == desiredReplicas(np)
+}
+
+func desiredReplicas(np *hyperv1.NodePool) int32 {
+	if np.Spec.Replicas == nil {
+		return 0
+	}
+	return *np.Spec.Replicas
+}
+
+func npCondition(np *hyperv1.NodePool, condType string) *hyperv1.NodePoolCondition {
+	for i := range np.Status.Conditions {
+		if np.Status.Conditions[i].Type == condType {
+			return &np.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// Workers returns the ready and total worker counts over the NodePools (status.replicas / spec.replicas).
+func Workers(nodePools []*hyperv1.NodePool) (ready, total int32) {
+	for _, np := range nodePools {
+		ready += np.Status.Replicas
+		total += desiredReplicas(np)
+	}
+	return ready, total
+}
+
+func (e *evaluation) provisioningTimeout() time.Duration {
+	if e.hc.Spec.Platform.Type == hyperv1.AgentPlatform {
+		return e.s.ProvisioningTimeoutBareMetal
+	}
+	return e.s.ProvisioningTimeoutKubeVirt
+}
+
+func (e *evaluation) pendingMessage() string {
+	if c, ok := e.conds[string(hyperv1.ValidReleaseImage)]; ok && c.Status == metav1.ConditionFalse && c.Reason == secretNotFound {
+		return "Pull secret not found: " + orDefault(c.Message, c.Reason)
+	}
+	return "Waiting for the hosted control plane to be created"
+}
+
+// progressMessage says what a cluster that is not READY is waiting for.
+func (e *evaluation) progressMessage() string {
+	if !e.hcpStarted() {
+		return e.pendingMessage()
+	}
+	if !e.available() {
+		if m := e.conds[string(hyperv1.HostedClusterAvailable)].Message; m != "" {
+			return "Control plane starting: " + m
+		}
+		return "Control plane starting"
+	}
+	if len(e.nodePools) == 0 {
+		return "No NodePool found"
+	}
+	if !e.nodePoolsReady() {
+		ready, total := Workers(e.nodePools)
+		msg := fmt.Sprintf("Control plane available; workers %d/%d ready", ready, total)
+		if why := e.nodePoolWaitReason(); why != "" {
+			msg += " (" + why + ")"
+		}
+		return msg
+	}
+	return fmt.Sprintf("Cluster version %s rolling out", e.rolloutVersion())
+}
+
+// nodePoolWaitReason explains the first not-ready NodePool from its Ready condition.
+func (e *evaluation) nodePoolWaitReason() string {
+	for _, np := range e.nodePools {
+		if np.DeletionTimestamp != nil {
+			return "NodePool " + np.Name + " is being deleted"
+		}
+		if nodePoolReady(np) {
+			continue
+		}
+		if c := npCondition(np, hyperv1.NodePoolReadyConditionType); c != nil && c.Status != corev1.ConditionTrue {
+			return orDefault(c.Message, c.Reason)
+		}
+	}
+	return ""
+}
+
+func (e *evaluation) rolloutVersion() string {
+	v := e.hc.Status.Version
+	if v == nil {
+		return "(unknown)"
+	}
+	if len(v.History) > 0 && v.History[0].Version != "" {
+		return v.History[0].Version
+	}
+	return orDefault(v.Desired.Version, "(unknown)")
+}
+
+func (e *evaluation) readyMessage() string {
+	ready, total := Workers(e.nodePools)
+	msg := fmt.Sprintf("Cluster is ready; workers %d/%d ready", ready, total)
+	if d, ok := e.conds[string(hyperv1.HostedClusterDegraded)]; ok && d.Status == metav1.ConditionTrue {
+		msg += "; degraded: " + orDefault(d.Message, d.Reason)
+	}
+	return msg
+}
+
+// annotate appends informational facts that never change the status.
+func (e *evaluation) annotate(msg string) string {
+	if e.is(string(hyperv1.ReconciliationActive), metav1.ConditionFalse) {
+		msg += "; reconciliation paused"
+	}
+	return msg
+}
+
+func (e *evaluation) recheckAt(t time.Time) {
+	if !t.After(e.now) {
+		return
+	}
+	if e.recheck.IsZero() || t.Before(e.recheck) {
+		e.recheck = t
+	}
+}
+
+// notFuture treats a timestamp from a clock running ahead of ours as "now" (status-mapping.md §5).
+func (e *evaluation) notFuture(t time.Time) time.Time {
+	if t.After(e.now) {
+		return e.now
+	}
+	return t
+}
+
+func orDefault(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}
+
+// human renders a duration the way people write timeouts: 45m, 2h, 1h30m, 90s.
+func human(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	default:
+		return d.String()
+	}
+}
