@@ -188,17 +188,17 @@ func InfraEnv(name, namespace string) *unstructured.Unstructured {
 
 // AgentSpec describes one seeded Agent.
 type AgentSpec struct {
-	Name       string
-	Namespace  string
-	InfraEnv   string
-	Labels     map[string]string
-	Approved   bool
-	Role       string // auto-assign, worker, master
-	Validated  bool
-	CPUs       int64
-	MemoryGiB  int64
-	DiskGiB    int64
-	BoundTo    string // spec.clusterDeploymentName.name, "" when free
+	Name      string
+	Namespace string
+	InfraEnv  string
+	Labels    map[string]string
+	Approved  bool
+	Role      string // auto-assign, worker, master
+	Validated bool
+	CPUs      int64
+	MemoryGiB int64
+	DiskGiB   int64
+	BoundTo   string // spec.clusterDeploymentName.name, "" when free
 }
 
 func (a AgentSpec) with(namespace, infraEnv string) AgentSpec {

@@ -37,7 +37,9 @@ func TestEligible(t *testing.T) {
 		{agent("empty-role", func(a *Agent) { a.Role = "" }), true, ""},
 		{agent("exact-minimums", func(a *Agent) { a.CPUs, a.MemoryBytes, a.Disks = 8, 32*gib, []Disk{{SizeBytes: 250 * gib}} }), true, ""},
 		{agent("mine-already", func(a *Agent) { a.Labels["dcm-instance-id"] = "inst-1" }), true, ""},
-		{agent("eligible-disk", func(a *Agent) { a.Disks = []Disk{{SizeBytes: 500 * gib, Eligible: &f}, {SizeBytes: 300 * gib, Eligible: &tr}} }), true, ""},
+		{agent("eligible-disk", func(a *Agent) {
+			a.Disks = []Disk{{SizeBytes: 500 * gib, Eligible: &f}, {SizeBytes: 300 * gib, Eligible: &tr}}
+		}), true, ""},
 		{agent("other-infraenv", func(a *Agent) { a.Labels["infraenvs.agent-install.openshift.io"] = "dev" }), false, "in another InfraEnv"},
 		{agent("other-location", func(a *Agent) { a.Labels["location"] = "dc2" }), false, "agent labels do not match"},
 		{agent("reserved", func(a *Agent) { a.Labels["dcm-instance-id"] = "inst-2" }), false, "reserved by another cluster"},
