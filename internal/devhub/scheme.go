@@ -20,6 +20,6 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(coordinationv1.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(hyperv1.AddToScheme(s))
-	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(clusterv1.Install(s))
 	return s
 }

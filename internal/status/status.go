@@ -310,7 +310,8 @@ func (e *evaluation) progressMessage() string {
 	return fmt.Sprintf("Cluster version %s rolling out", e.rolloutVersion())
 }
 
-// nodePoolWaitReason explains the first not-ready NodePool from its Ready condition.
+// nodePoolWaitReason explains the first not-ready NodePool. AllMachinesReady and AllNodesHealthy say why a pool is
+// not ready (e.g. NoSuitableAgents); Ready's own message only restates the replica count (status-mapping.md §6).
 func (e *evaluation) nodePoolWaitReason() string {
 	for _, np := range e.nodePools {
 		if np.DeletionTimestamp != nil {
@@ -319,8 +320,10 @@ func (e *evaluation) nodePoolWaitReason() string {
 		if nodePoolReady(np) {
 			continue
 		}
-		if c := npCondition(np, hyperv1.NodePoolReadyConditionType); c != nil && c.Status != corev1.ConditionTrue {
-			return orDefault(c.Message, c.Reason)
+		for _, t := range []string{hyperv1.NodePoolAllMachinesReadyConditionType, hyperv1.NodePoolAllNodesHealthyConditionType, hyperv1.NodePoolReadyConditionType} {
+			if c := npCondition(np, t); c != nil && c.Status == corev1.ConditionFalse {
+				return orDefault(c.Message, c.Reason)
+			}
 		}
 	}
 	return ""

@@ -1,0 +1,55 @@
+// Package cli is the command-line interface of the one binary: `serve` (production), `dev` (everything on an
+// embedded local hub) and the `clusters` client commands. Commands parse flags and call into the other packages;
+// they hold no product logic.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/buildinfo"
+)
+
+// Main runs the command line and returns the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(stderr, ee.msg)
+			}
+			return ee.code
+		}
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+// exitError carries a specific exit code (e.g. `clusters wait` on FAILED).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "acm-cluster-sp",
+		Short:         "ACM Cluster Service Provider: OpenShift clusters for DCM through HyperShift",
+		Version:       buildinfo.Version(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newDevCommand(stdout, stderr))
+	return root
+}

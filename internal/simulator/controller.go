@@ -1,0 +1,390 @@
+package simulator
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"time"
+
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
+	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+)
+
+// Simulator is the controller that applies Step's plans to the hub.
+type Simulator struct {
+	Client   client.Client
+	Timeline Timeline
+	Now      func() time.Time // defaults to time.Now
+	Log      *slog.Logger
+}
+
+// SetupWithManager registers the simulator with a controller-runtime manager: it reconciles HostedClusters and is
+// woken by their NodePools.
+func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
+	if s.Client == nil {
+		s.Client = mgr.GetClient()
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("hypershift-simulator").
+		For(&hyperv1.HostedCluster{}).
+		Watches(&hyperv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			np := o.(*hyperv1.NodePool)
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: np.Namespace, Name: np.Spec.ClusterName}}}
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(s)
+}
+
+// Reconcile observes one HostedCluster, asks Step what to do and does it.
+func (s *Simulator) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var hc hyperv1.HostedCluster
+	if err := s.Client.Get(ctx, req.NamespacedName, &hc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	var npList hyperv1.NodePoolList
+	if err := s.Client.List(ctx, &npList, client.InNamespace(hc.Namespace)); err != nil {
+		return reconcile.Result{}, err
+	}
+	var nps []*hyperv1.NodePool
+	for i := range npList.Items {
+		if npList.Items[i].Spec.ClusterName == hc.Name {
+			nps = append(nps, &npList.Items[i])
+		}
+	}
+	agents, err := s.agents(ctx, &hc, nps)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	plan := Step(Observed{HC: &hc, NodePools: nps, Agents: agents, Now: s.Now()}, s.Timeline)
+	if err := s.apply(ctx, &hc, nps, plan); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return reconcile.Result{Requeue: true}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: plan.RequeueAfter}, nil
+}
+
+// agents lists the Agents the cluster's NodePools select (Agent platform only).
+func (s *Simulator) agents(ctx context.Context, hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool) ([]inventory.Agent, error) {
+	if hc.Spec.Platform.Type != hyperv1.AgentPlatform || hc.Spec.Platform.Agent == nil {
+		return nil, nil
+	}
+	var list unstructured.UnstructuredList
+	list.SetAPIVersion("agent-install.openshift.io/v1beta1")
+	list.SetKind("AgentList")
+	if err := s.Client.List(ctx, &list, client.InNamespace(hc.Spec.Platform.Agent.AgentNamespace)); err != nil {
+		return nil, err
+	}
+	var out []inventory.Agent
+	for i := range list.Items {
+		a := inventory.FromUnstructured(&list.Items[i])
+		if a.ClusterDeploymentName == hc.Name {
+			out = append(out, a) // bound to us, whatever the selector says now
+			continue
+		}
+		for _, np := range nps {
+			if np.Spec.Platform.Agent == nil || np.Spec.Platform.Agent.AgentLabelSelector == nil {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(np.Spec.Platform.Agent.AgentLabelSelector)
+			if err == nil && sel.Matches(labels.Set(a.Labels)) {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool, p Plan) error {
+	if p.Delete != nil {
+		return s.applyDelete(ctx, hc, nps, p.Delete)
+	}
+	if p.Start || p.SetBaseDomain != "" {
+		before := hc.DeepCopy()
+		if p.Start {
+			controllerutil.AddFinalizer(hc, meta.FinalizerHyperShift)
+			if hc.Annotations == nil {
+				hc.Annotations = map[string]string{}
+			}
+			if _, ok := hc.Annotations[AnnotationStarted]; !ok {
+				hc.Annotations[AnnotationStarted] = s.Now().UTC().Format(time.RFC3339Nano)
+			}
+		}
+		if p.SetBaseDomain != "" {
+			hc.Spec.DNS.BaseDomain = p.SetBaseDomain
+		}
+		if err := s.Client.Patch(ctx, hc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return err
+		}
+		if p.Start {
+			s.Log.Info("simulator: adopted HostedCluster", "namespace", hc.Namespace, "name", hc.Name, "fail", hc.Annotations[AnnotationFail])
+		}
+	}
+	for _, name := range p.NPFinalize {
+		for _, np := range nps {
+			if np.Name == name {
+				before := np.DeepCopy()
+				controllerutil.AddFinalizer(np, meta.FinalizerHyperShift)
+				if err := s.Client.Patch(ctx, np, client.MergeFrom(before)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if p.Kubeconfig {
+		if err := s.ensureOperatorSecrets(ctx, hc); err != nil {
+			return err
+		}
+	}
+	for _, name := range p.BindAgents {
+		if err := s.setAgentBinding(ctx, hc, name, true); err != nil {
+			return err
+		}
+	}
+	if p.HCStatus != nil {
+		hc.Status = *p.HCStatus
+		if err := s.Client.Status().Update(ctx, hc); err != nil {
+			return err
+		}
+	}
+	for _, np := range nps {
+		if st, ok := p.NPStatus[np.Name]; ok {
+			np.Status = st
+			if err := s.Client.Status().Update(ctx, np); err != nil {
+				return err
+			}
+		}
+	}
+	return s.playACM(ctx, hc, p.JoinACM)
+}
+
+// playACM does what ACM would for the SP's ManagedCluster: create the cluster namespace when it registers, and
+// report it joined, with the console URL claim, once the cluster is installed.
+func (s *Simulator) playACM(ctx context.Context, hc *hyperv1.HostedCluster, joined bool) error {
+	var mc clusterv1.ManagedCluster
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: hc.Name}, &mc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if mc.DeletionTimestamp != nil {
+		return nil
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mc.Name, Labels: map[string]string{"cluster.open-cluster-management.io/managedCluster": mc.Name}}}
+	if err := s.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if !joined || apimeta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionJoined) {
+		return nil
+	}
+	now := metav1.NewTime(s.Now())
+	for _, c := range []metav1.Condition{
+		{Type: clusterv1.ManagedClusterConditionHubAccepted, Status: metav1.ConditionTrue, Reason: "HubClusterAdminAccepted", Message: "Accepted by hub cluster admin", LastTransitionTime: now},
+		{Type: clusterv1.ManagedClusterConditionJoined, Status: metav1.ConditionTrue, Reason: "ManagedClusterJoined", Message: "Managed cluster joined", LastTransitionTime: now},
+		{Type: clusterv1.ManagedClusterConditionAvailable, Status: metav1.ConditionTrue, Reason: "ManagedClusterAvailable", Message: "Managed cluster is available", LastTransitionTime: now},
+	} {
+		apimeta.SetStatusCondition(&mc.Status.Conditions, c)
+	}
+	domain := hc.Spec.DNS.BaseDomain
+	mc.Status.ClusterClaims = []clusterv1.ManagedClusterClaim{
+		{Name: "consoleurl.cluster.open-cluster-management.io", Value: fmt.Sprintf("https://console-openshift-console.apps.%s.%s", hc.Name, domain)},
+		{Name: "kubeversion.open-cluster-management.io", Value: "v1.30.7"},
+		{Name: "id.openshift.io", Value: string(hc.UID)},
+	}
+	mc.Status.Version = clusterv1.ManagedClusterVersion{Kubernetes: "v1.30.7"}
+	return s.Client.Status().Update(ctx, &mc)
+}
+
+func (s *Simulator) applyDelete(ctx context.Context, hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool, d *DeletePlan) error {
+	if d.DeleteNodePools {
+		for _, np := range nps {
+			if np.DeletionTimestamp == nil {
+				if err := s.Client.Delete(ctx, np); client.IgnoreNotFound(err) != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, name := range d.ReleaseNodePools {
+		for _, np := range nps {
+			if np.Name == name {
+				before := np.DeepCopy()
+				controllerutil.RemoveFinalizer(np, meta.FinalizerHyperShift)
+				if err := s.Client.Patch(ctx, np, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, name := range d.UnbindAgents {
+		if err := s.setAgentBinding(ctx, hc, name, false); err != nil {
+			return err
+		}
+	}
+	if d.CloudResourcesClean {
+		apimeta.SetStatusCondition(&hc.Status.Conditions, metav1.Condition{Type: string(hyperv1.CloudResourcesDestroyed), Status: metav1.ConditionTrue, Reason: "AsExpected", Message: "All guest resources destroyed", LastTransitionTime: metav1.NewTime(s.Now())})
+		if err := s.Client.Status().Update(ctx, hc); err != nil {
+			return err
+		}
+	}
+	if d.DeleteSecrets {
+		for _, name := range []string{hc.Name + "-admin-kubeconfig", hc.Name + "-kubeadmin-password"} {
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: name}}
+			if err := s.Client.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+		if err := s.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hc.Name}}); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	if d.RemoveHCFinalizer {
+		before := hc.DeepCopy()
+		controllerutil.RemoveFinalizer(hc, meta.FinalizerHyperShift)
+		if err := s.Client.Patch(ctx, hc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		s.Log.Info("simulator: HostedCluster destroyed", "namespace", hc.Namespace, "name", hc.Name)
+	}
+	return nil
+}
+
+// setAgentBinding binds an Agent to the cluster (spec.clusterDeploymentName and Bound=True), as the CAPI Agent
+// provider does, or releases it.
+func (s *Simulator) setAgentBinding(ctx context.Context, hc *hyperv1.HostedCluster, name string, bind bool) error {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("agent-install.openshift.io/v1beta1")
+	u.SetKind("Agent")
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: hc.Spec.Platform.Agent.AgentNamespace, Name: name}, u); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if bind {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"name": hc.Name, "namespace": hc.Namespace + "-" + hc.Name}, "spec", "clusterDeploymentName")
+	} else {
+		unstructured.RemoveNestedField(u.Object, "spec", "clusterDeploymentName")
+	}
+	if err := s.Client.Update(ctx, u); err != nil {
+		return err
+	}
+	status, reason := "False", "Unbound"
+	if bind {
+		status, reason = "True", "Bound"
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	found := false
+	for i, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Bound" {
+			m["status"], m["reason"] = status, reason
+			m["lastTransitionTime"] = s.Now().UTC().Format(time.RFC3339)
+			conds[i], found = m, true
+		}
+	}
+	if !found {
+		conds = append(conds, map[string]any{"type": "Bound", "status": status, "reason": reason, "lastTransitionTime": s.Now().UTC().Format(time.RFC3339)})
+	}
+	_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
+	return s.Client.Status().Update(ctx, u)
+}
+
+// ensureOperatorSecrets creates <name>-admin-kubeconfig (labels copied from the HostedCluster, ownerReference to it,
+// key "kubeconfig") and <name>-kubeadmin-password, as the operator does when the control plane becomes available.
+func (s *Simulator) ensureOperatorSecrets(ctx context.Context, hc *hyperv1.HostedCluster) error {
+	kcName := hc.Name + "-admin-kubeconfig"
+	var existing corev1.Secret
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: kcName}, &existing)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	kubeconfig, err := adminKubeconfig(hc)
+	if err != nil {
+		return err
+	}
+	owner := metav1.OwnerReference{APIVersion: hyperv1.GroupVersion.String(), Kind: "HostedCluster", Name: hc.Name, UID: hc.UID, Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}
+	labels := map[string]string{}
+	for k, v := range hc.Labels {
+		labels[k] = v
+	}
+	for _, sec := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: kcName, Namespace: hc.Namespace, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
+			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"kubeconfig": kubeconfig}},
+		{ObjectMeta: metav1.ObjectMeta{Name: hc.Name + "-kubeadmin-password", Namespace: hc.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
+			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"password": []byte(randomString(23))}},
+	} {
+		if err := s.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// adminKubeconfig builds a syntactically valid kubeconfig for the hosted cluster's endpoint, with a freshly
+// generated CA and a token, like the one the operator writes.
+func adminKubeconfig(hc *hyperv1.HostedCluster) ([]byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "root-ca", OrganizationalUnit: []string{"openshift"}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(10 * 365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	server := fmt.Sprintf("https://%s:6443", endpointHost(hc))
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: "sha256~" + randomString(43)}
+	cfg.Contexts["admin"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "admin", Namespace: "default"}
+	cfg.CurrentContext = "admin"
+	return clientcmd.Write(*cfg)
+}
+
+func randomString(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,51 @@
+package simulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+)
+
+// Start runs the simulator against the hub at cfg until ctx ends or stop is called. It returns once the
+// simulator's caches are synced, so objects created afterwards are picked up.
+func Start(ctx context.Context, cfg *rest.Config, tl Timeline, log *slog.Logger) (stop func(), err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 devhub.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 logr.FromSlogHandler(log.Handler()),
+		// Several simulators may run in one test process; controller names need not be unique.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("simulator manager: %w", err)
+	}
+	if err := (&Simulator{Timeline: tl, Log: log}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(runCtx) }()
+	syncCtx, syncCancel := context.WithTimeout(ctx, 60*time.Second)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		cancel()
+		return nil, errors.Join(errors.New("simulator caches did not sync"), <-done)
+	}
+	log.Info("simulator: running", "readyAfter", tl.ReadyAfter, "deleteAfter", tl.DeleteAfter)
+	return func() { cancel(); <-done }, nil
+}
