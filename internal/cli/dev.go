@@ -2,9 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/app"
+	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/simulator"
 )
@@ -24,31 +30,49 @@ type devOptions struct {
 	verbose    bool
 }
 
+// devPullSecret is a syntactically valid, useless pull secret: the local hub never pulls anything.
+var devPullSecret = base64.StdEncoding.EncodeToString([]byte(`{"auths":{"quay.io":{"auth":"ZGV2OmRldg==","email":"dev@localhost"}}}`))
+
+// devDefaults are dev mode's defaults; flags, SP_* variables and a --config file still override them.
+func devDefaults(hub *devhub.Hub) map[string]string {
+	return map[string]string{
+		"namespace":           "clusters",
+		"agentNamespace":      "hardware-inventory",
+		"defaultInfraEnvName": "production-infraenv",
+		"listenAddress":       "127.0.0.1:8080",
+		"pullSecret":          devPullSecret,
+		"natsURL":             hub.NATSURL,
+		"logLevel":            "warn",
+	}
+}
+
 func newDevCommand(stdout, stderr io.Writer) *cobra.Command {
 	var o devOptions
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run everything locally: a real kube-apiserver + etcd hub, the HyperShift simulator and NATS JetStream",
+		Short: "Run everything locally: a real kube-apiserver + etcd hub, the HyperShift simulator, NATS JetStream and the service",
 		Long: `dev starts a local hub (kube-apiserver and etcd built by 'make tools', with the real HyperShift, Hive, ACM,
 Agent and KubeVirt CRDs and seeded ClusterImageSets, InfraEnv and Agents), an embedded NATS server with JetStream,
-and the HyperShift simulator that plays the operator. Everything listens on 127.0.0.1 only. Ctrl-C stops it all.`,
+the HyperShift simulator that plays the operator, and the service itself against them. Everything listens on
+127.0.0.1 only. Ctrl-C stops it all. Every 'serve' setting can be given too (flags, SP_* variables, --config).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd, o, stdout, stderr) },
 	}
+	loader := config.Bind(cmd.Flags())
 	cmd.Flags().StringVar(&o.stateDir, "state-dir", "", "where the hub's kubeconfig and NATS data go (default: a new temporary directory, removed on exit)")
-	cmd.Flags().StringVar(&o.envFile, "env-file", "", "write KUBECONFIG=, NATS_URL= (and SP_URL=, STATUS_SUBJECT=) lines to this file once everything is ready")
+	cmd.Flags().StringVar(&o.envFile, "env-file", "", "write SP_URL=, NATS_URL=, STATUS_SUBJECT= and KUBECONFIG= lines to this file once everything is ready")
 	cmd.Flags().DurationVar(&o.readyAfter, "ready-after", simulator.DevTimeline().ReadyAfter, "how long the simulated operator takes to bring a KubeVirt cluster to READY")
-	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "log the hub's and the simulator's progress")
+	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "log the hub's, the simulator's and the service's progress")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), loader, o, stdout, stderr) }
 	return cmd
 }
 
-func runDev(cmd *cobra.Command, o devOptions, stdout, stderr io.Writer) error {
-	ctx := cmd.Context()
+func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, stderr io.Writer) error {
 	level := slog.LevelWarn
 	if o.verbose {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	app.SetGlobalLoggers(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	fmt.Fprintln(stdout, "starting the local hub (kube-apiserver "+devhub.KubernetesVersion+", etcd "+devhub.EtcdVersion+", NATS JetStream)…")
 	began := time.Now()
 	hub, err := devhub.Start(ctx, devhub.Options{StateDir: o.stateDir, Log: log})
@@ -63,29 +87,108 @@ func runDev(cmd *cobra.Command, o devOptions, stdout, stderr io.Writer) error {
 	}()
 	tl := simulator.DevTimeline()
 	tl.ReadyAfter = o.readyAfter
-	stopSim, err := simulator.Start(ctx, hub.Config, tl, log)
+	stopSim, err := simulator.Start(ctx, hub.Config, simulator.Options{Timeline: tl, Log: log})
 	if err != nil {
 		return err
 	}
 	defer stopSim()
 
-	env := map[string]string{"KUBECONFIG": hub.KubeconfigPath, "NATS_URL": hub.NATSURL}
-	fmt.Fprintf(stdout, "\nlocal hub ready in %s\n", time.Since(began).Round(100*time.Millisecond))
+	loader.SetDefaults(devDefaults(hub))
+	cfg, err := loader.Load(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if o.verbose && cfg.LogLevel == "warn" {
+		cfg.LogLevel = "info"
+	}
+	spLog := app.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	a, err := app.New(cfg, app.Options{RestConfig: hub.Config, Log: spLog, Listener: listenOrAny(cfg.ListenAddress, stderr)})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	url := "http://" + a.Addr()
+	if err := waitReady(ctx, url, done); err != nil {
+		return err
+	}
+
+	subject := statusSubjectPattern(cfg)
+	fmt.Fprintf(stdout, "\nacm-cluster-sp is running (everything up in %s)\n", time.Since(began).Round(100*time.Millisecond))
 	printBlock(stdout, [][2]string{
+		{"API", url + "/api/v1alpha1/clusters"},
+		{"Health", url + "/health"},
+		{"NATS", hub.NATSURL + "  subject " + subject},
 		{"Hub kubeconfig", hub.KubeconfigPath},
-		{"", "kubectl --kubeconfig " + hub.KubeconfigPath + " get hostedclusters -A"},
-		{"NATS", hub.NATSURL + " (stream " + devhub.StatusStream + ": " + strings.Join(devhub.StatusSubjects, ", ") + ")"},
-		{"Simulator", fmt.Sprintf("HyperShift stand-in, KubeVirt clusters READY after ~%s", tl.ReadyAfter)},
+		{"Simulator", fmt.Sprintf("KubeVirt clusters reach READY after ~%s, baremetal ~%s", tl.ReadyAfter, time.Duration(float64(tl.ReadyAfter)*tl.BareMetalFactor))},
 	})
+	fmt.Fprintf(stdout, "\nTry:\n")
+	fmt.Fprintf(stdout, "  curl -s -X POST '%s/api/v1alpha1/clusters?id=demo-1' -H 'Content-Type: application/json' \\\n      -d '{\"spec\":{\"version\":\"1.30\",\"metadata\":{\"name\":\"demo\"}}}'\n", url)
+	fmt.Fprintf(stdout, "  curl -s %s/api/v1alpha1/clusters/demo-1\n", url)
+	fmt.Fprintf(stdout, "  kubectl --kubeconfig %s get hostedclusters,nodepools -n %s\n", hub.KubeconfigPath, cfg.Namespace)
 	if o.envFile != "" {
+		env := map[string]string{"SP_URL": url, "NATS_URL": hub.NATSURL, "STATUS_SUBJECT": subject, "KUBECONFIG": hub.KubeconfigPath}
 		if err := writeEnvFile(o.envFile, env); err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, "environment written to", o.envFile)
+		fmt.Fprintln(stdout, "\nenvironment written to", o.envFile)
 	}
 	fmt.Fprintln(stdout, "\nPress Ctrl-C to stop.")
-	<-ctx.Done()
-	return nil
+	select {
+	case <-ctx.Done():
+		cancel()
+		return <-done
+	case err := <-done:
+		return err
+	}
+}
+
+// listenOrAny listens on addr, or on a free loopback port if addr is taken (a second dev instance).
+func listenOrAny(addr string, stderr io.Writer) net.Listener {
+	l, err := net.Listen("tcp", addr)
+	if err == nil {
+		return l
+	}
+	l, err2 := net.Listen("tcp", "127.0.0.1:0")
+	if err2 != nil {
+		return nil
+	}
+	fmt.Fprintf(stderr, "note: %s is in use (%v); serving on %s instead\n", addr, err, l.Addr())
+	return l
+}
+
+func waitReady(ctx context.Context, url string, done <-chan error) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			return fmt.Errorf("the service stopped while starting: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if resp, err := http.Get(url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the service did not become ready within 2 minutes (see %s/readyz)", url)
+}
+
+// statusSubjectPattern shows where status events go, with a wildcard for the instance id.
+func statusSubjectPattern(cfg *config.Config) string {
+	subject := cfg.StatusSubject
+	if subject == "" {
+		subject = "dcm.providers.{providerName}.cluster.instances.{instanceId}.status"
+		if cfg.StatusPreset == "spm" {
+			subject = "dcm.cluster"
+		}
+	}
+	return strings.NewReplacer("{providerName}", cfg.ProviderName, "{instanceId}", "*").Replace(subject)
 }
 
 func printBlock(w io.Writer, rows [][2]string) {

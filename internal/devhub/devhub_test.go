@@ -25,7 +25,7 @@ import (
 var hub *Hub
 
 func TestMain(m *testing.M) {
-	os.Exit(RunTests(m, Options{}, func(h *Hub) { hub = h }))
+	os.Exit(RunTests(m, Options{}, func(h *Hub) func() { hub = h; return nil }))
 }
 
 func ctx(t *testing.T) context.Context {

@@ -14,9 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// RunTests is a TestMain body: it starts one hub for the whole test package, hands it to set, runs the tests and
-// stops the hub. Tests isolate themselves with NewNamespace rather than restarting the control plane.
-func RunTests(m *testing.M, opts Options, set func(*Hub)) int {
+// RunTests is a TestMain body: it starts one hub for the whole test package, hands it to set, runs the tests,
+// runs the cleanup set returned (stopping whatever still talks to the hub) and stops the hub. Tests isolate
+// themselves with NewNamespace rather than restarting the control plane.
+func RunTests(m *testing.M, opts Options, set func(*Hub) (cleanup func())) int {
 	if opts.Log == nil && os.Getenv("DEVHUB_VERBOSE") != "" {
 		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -27,8 +28,11 @@ func RunTests(m *testing.M, opts Options, set func(*Hub)) int {
 		fmt.Fprintln(os.Stderr, "devhub:", err)
 		return 1
 	}
-	set(h)
+	cleanup := set(h)
 	code := m.Run()
+	if cleanup != nil {
+		cleanup()
+	}
 	if err := h.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "devhub: stop:", err)
 	}

@@ -8,22 +8,48 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 )
 
+// Options configure a running simulator.
+type Options struct {
+	Timeline   Timeline
+	Namespaces []string // HostedCluster namespaces to play the operator in; empty: all
+	Log        *slog.Logger
+}
+
 // Start runs the simulator against the hub at cfg until ctx ends or stop is called. It returns once the
 // simulator's caches are synced, so objects created afterwards are picked up.
-func Start(ctx context.Context, cfg *rest.Config, tl Timeline, log *slog.Logger) (stop func(), err error) {
+func Start(ctx context.Context, cfg *rest.Config, o Options) (stop func(), err error) {
+	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	tl := o.Timeline
+	if tl.ReadyAfter == 0 {
+		tl = DevTimeline()
+	}
+	var cacheOpts cache.Options
+	if len(o.Namespaces) > 0 {
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{}
+		ns := map[string]cache.Config{}
+		for _, n := range o.Namespaces {
+			ns[n] = cache.Config{}
+		}
+		cacheOpts.ByObject[&hyperv1.HostedCluster{}] = cache.ByObject{Namespaces: ns}
+		cacheOpts.ByObject[&hyperv1.NodePool{}] = cache.ByObject{Namespaces: ns}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Cache:                  cacheOpts,
 		Scheme:                 devhub.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

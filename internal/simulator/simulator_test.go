@@ -26,14 +26,14 @@ import (
 var hub *devhub.Hub
 
 func TestMain(m *testing.M) {
-	os.Exit(devhub.RunTests(m, devhub.Options{NoNATS: true, NoSeed: true}, func(h *devhub.Hub) {
+	os.Exit(devhub.RunTests(m, devhub.Options{NoNATS: true, NoSeed: true}, func(h *devhub.Hub) func() {
 		hub = h
-		stop, err := Start(context.Background(), h.Config, TestTimeline(), nil)
+		stop, err := Start(context.Background(), h.Config, Options{Timeline: TestTimeline()})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		_ = stop // runs until the process ends
+		return stop
 	}))
 }
 

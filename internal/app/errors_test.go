@@ -1,0 +1,167 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/config"
+	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
+)
+
+// Every error class answers with an RFC 7807 problem+json body naming the cause.
+func TestErrorClasses(t *testing.T) {
+	sp := shared(t)
+	base := sp.URL + "/api/v1alpha1/clusters"
+	ok := kubevirtBody(uniqueName("err"), 1)
+	cases := []struct {
+		name        string
+		method, url string
+		ctype       string
+		body        string
+		want        int
+		detail      string
+	}{
+		{"malformed JSON", "POST", base, "application/json", `{"spec": {`, 400, "not valid JSON"},
+		{"not an object", "POST", base, "application/json", `[1]`, 400, "JSON object"},
+		{"missing fields", "POST", base, "application/json", `{"spec":{}}`, 400, "spec.metadata.name: is required"},
+		{"bad field", "POST", base, "application/json", `{"spec":{"version":"1.30","metadata":{"name":"x"},"nodes":{"workers":{"count":0}}}}`, 400, "spec.nodes.workers.count: must be at least 1"},
+		{"wrong content type", "POST", base, "text/plain", ok, 415, "application/json"},
+		{"no content type", "POST", base, "", ok, 415, "application/json"},
+		{"body over 1 MiB", "POST", base, "application/json", `{"spec":{"x":"` + strings.Repeat("a", 1<<20) + `"}}`, 413, "exceeds"},
+		{"invalid id", "POST", base + "?id=Bad_ID", "application/json", ok, 400, `"id"`},
+		{"reserved id", "POST", base + "?id=health", "application/json", ok, 400, "reserved"},
+		{"version not a version", "POST", base, "application/json", `{"version":"latest","metadata":{"name":"vx"}}`, 400, "version"},
+		{"unknown version", "POST", base, "application/json", `{"version":"1.40","metadata":{"name":"vx"}}`, 422, "Kubernetes 1.40"},
+		{"missing patch", "POST", base, "application/json", `{"version":"4.17.4","metadata":{"name":"vx"}}`, 422, "available 4.17 patches: 4.17.29, 4.17.12, 4.17.3"},
+		{"release candidate only", "POST", base, "application/json", `{"version":"4.21","metadata":{"name":"vx"}}`, 422, "OpenShift 4.21"},
+		{"unsupported platform", "POST", base, "application/json", `{"version":"1.30","metadata":{"name":"vx"},"providerHints":{"acm":{"platform":"aws"}}}`, 422, `platform "aws" is not supported`},
+		{"provisioning type", "POST", base, "application/json", `{"version":"1.30","metadata":{"name":"vx"},"provider_hints":{"acm":{"provisioning_type":"hive"}}}`, 422, "hive"},
+		{"too few agents", "POST", base, "application/json", `{"version":"1.30","metadata":{"name":"bm-many"},"nodes":{"workers":{"count":50}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv"}}}`, 422, "need 50 eligible Agents in InfraEnv production-infraenv"},
+		{"agents too small", "POST", base, "application/json", `{"version":"1.30","metadata":{"name":"bm-big"},"nodes":{"workers":{"count":1,"cpu":512}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv"}}}`, 422, "too few CPUs"},
+		{"unknown infraenv", "POST", base, "application/json", `{"version":"1.30","metadata":{"name":"bm-x"},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"nowhere"}}}`, 422, "InfraEnv nowhere not found"},
+		{"baremetal without domain", "POST", base, "application/json", `{"version":"1.30","metadata":{"name":"bm-y"},"provider_hints":{"acm":{"platform":"baremetal","infra_env":"production-infraenv"}}}`, 400, "base_domain"},
+		{"get unknown", "GET", base + "/no-such-cluster", "", "", 404, "cluster no-such-cluster not found"},
+		{"get bad id", "GET", base + "/Bad_Id", "", "", 400, "clusterId"},
+		{"delete unknown", "DELETE", base + "/no-such-cluster", "", "", 404, "not found"},
+		{"page size zero", "GET", base + "?max_page_size=0", "", "", 400, "max_page_size"},
+		{"page size not a number", "GET", base + "?max_page_size=ten", "", "", 400, "max_page_size"},
+		{"tampered token", "GET", base + "?page_token=bm90LWEtdG9rZW4", "", "", 400, "page_token"},
+		{"unknown route", "GET", sp.URL + "/api/v1alpha1/nodes", "", "", 404, "no route"},
+		{"unknown method", "PUT", base, "application/json", ok, 405, "PUT"},
+		{"patch item", "PATCH", base + "/x", "application/json", "{}", 405, "PATCH"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, h, body := do(t, c.method, c.url, c.ctype, []byte(c.body))
+			assertProblem(t, code, h, body, c.want, c.detail)
+		})
+	}
+}
+
+// A page size above 100 is clamped, not refused.
+func TestPageSizeClamped(t *testing.T) {
+	sp := shared(t)
+	resp, err := sp.Client.ListClustersWithResponse(context.Background(), &api.ListClustersParams{MaxPageSize: ptr.To[int32](1000)})
+	if err != nil || resp.StatusCode() != http.StatusOK {
+		t.Fatalf("%v %d %s", err, resp.StatusCode(), resp.Body)
+	}
+}
+
+// Fields that belong to the resource (status, id, kubeconfig…) are ignored when a client sends them back.
+func TestReadOnlyFieldsIgnored(t *testing.T) {
+	sp := shared(t)
+	name := uniqueName("ro")
+	body := fmt.Sprintf(`{"spec":{"version":"1.30","metadata":{"name":%q},"status":"READY","id":"forged","kubeconfig":"Zm9yZ2Vk","api_endpoint":"https://evil"}}`, name)
+	code, c, raw := sp.create(t, "", body)
+	if code != http.StatusCreated || c.Status != api.PENDING || c.Id == "forged" || c.Kubeconfig != "" || strings.Contains(string(raw), "forged") {
+		t.Fatalf("%d %s", code, raw)
+	}
+}
+
+// A failure after the first object exists rolls back everything this request created: here a NodePool of the
+// same name, made by someone else, collides after the Secrets and the HostedCluster were created.
+func TestCreateRollsBack(t *testing.T) {
+	sp := shared(t)
+	name := uniqueName("rb")
+	squatter := &hyperv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "clusters"},
+		Spec: hyperv1.NodePoolSpec{ClusterName: "someone-else", Replicas: ptr.To[int32](1), Release: hyperv1.Release{Image: "quay.io/openshift-release-dev/ocp-release:4.17.12-multi"},
+			Management: hyperv1.NodePoolManagement{UpgradeType: hyperv1.UpgradeTypeReplace}, Platform: hyperv1.NodePoolPlatform{Type: hyperv1.NonePlatform}},
+	}
+	if err := testHub.Client.Create(context.Background(), squatter); err != nil {
+		t.Fatal(err)
+	}
+	id := "inst-" + name
+	code, h, body := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters?id="+id, "application/json", []byte(kubevirtBody(name, 1)))
+	assertProblem(t, code, h, body, http.StatusConflict, name)
+	waitFor(t, 10e9, "rollback", func() bool {
+		left := leftovers(t, id, name)
+		return len(left) == 0
+	})
+	if code, _ := sp.get(t, id); code != http.StatusNotFound {
+		t.Fatalf("GET after rollback: %d", code)
+	}
+}
+
+// A platform that is not enabled on this SP is a 422 naming what is supported.
+func TestPlatformNotEnabled(t *testing.T) {
+	cfg := testConfig("restricted")
+	cfg.EnabledPlatforms = []string{config.PlatformKubeVirt}
+	sp := startSP(t, cfg, Options{})
+	body := `{"version":"1.30","metadata":{"name":"bm-off"},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv"}}}`
+	code, h, raw := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters", "application/json", []byte(body))
+	assertProblem(t, code, h, raw, http.StatusUnprocessableEntity, `platform "baremetal" is not available on this provider (supported: kubevirt)`)
+}
+
+// An unexpected failure is a 500 whose body says nothing about the internals (here: the configured pull secret
+// Secret does not exist, and its name must not leak).
+func TestInternalErrorNotLeaked(t *testing.T) {
+	cfg := testConfig("restricted")
+	cfg.PullSecret, cfg.PullSecretName = "", "secret-that-does-not-exist"
+	cfg.ProviderName = "sp-internal"
+	sp := startSP(t, cfg, Options{})
+	code, h, raw := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters?id=inst-500", "application/json", []byte(kubevirtBody(uniqueName("five"), 1)))
+	p := assertProblem(t, code, h, raw, http.StatusInternalServerError, "internal error")
+	if strings.Contains(string(raw), "secret-that-does-not-exist") || *p.Detail != "internal error" {
+		t.Fatalf("internals leaked: %s", raw)
+	}
+	var secrets corev1.SecretList
+	_ = testHub.Client.List(context.Background(), &secrets, client.InNamespace("restricted"), client.MatchingLabels{meta.LabelInstanceID: "inst-500"})
+	if len(secrets.Items) != 0 {
+		t.Fatalf("failed create left %d Secrets", len(secrets.Items))
+	}
+}
+
+// Before the caches have synced, the API answers 503 (not 500, not an empty list).
+func TestUnavailableBeforeSync(t *testing.T) {
+	cfg := testConfig("restricted")
+	cfg.ProviderName = "sp-unsynced"
+	a, err := New(&cfg, Options{RestConfig: testHub.Config, Log: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := a.server.Handler(a.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h) // the hub access was never started
+	defer srv.Close()
+	for _, path := range []string{"/api/v1alpha1/clusters", "/api/v1alpha1/clusters/x"} {
+		code, hdr, body := do(t, http.MethodGet, srv.URL+path, "", nil)
+		assertProblem(t, code, hdr, body, http.StatusServiceUnavailable, "not synced")
+	}
+	if code, _, _ := do(t, http.MethodGet, srv.URL+"/readyz", "", nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz %d before sync", code)
+	}
+}

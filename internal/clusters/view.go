@@ -1,0 +1,185 @@
+package clusters
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/render"
+	"github.com/dcm-sp/acm-cluster-sp/internal/status"
+)
+
+// Cluster is the D3 resource, in domain types; internal/httpapi turns it into the wire type.
+type Cluster struct {
+	ID               string
+	Spec             json.RawMessage // the normalized spec, exactly as stored at create
+	Status           status.Status
+	StatusMessage    string
+	Platform         render.Platform
+	Version          string // requested
+	OpenShiftVersion string // resolved
+	APIEndpoint      string
+	ConsoleURL       string
+	Kubeconfig       []byte // raw admin kubeconfig; only when READY
+	ControlPlane     NodeCount
+	Workers          NodeCount
+	Namespace        string
+	CreateTime       time.Time
+	UpdateTime       time.Time
+}
+
+// NodeCount is ready/total nodes of one kind.
+type NodeCount struct{ Ready, Total int32 }
+
+// Path is the AEP resource path, clusters/{id}.
+func (c *Cluster) Path() string { return "clusters/" + c.ID }
+
+// KubeconfigBase64 is the kubeconfig as the API returns it (standard base64, "" when not READY).
+func (c *Cluster) KubeconfigBase64() string {
+	if len(c.Kubeconfig) == 0 {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(c.Kubeconfig)
+}
+
+// ViewSettings are the inputs of BuildCluster besides the view.
+type ViewSettings struct {
+	Status             status.Settings
+	DefaultWorkerCount int32
+}
+
+// storedSpec is the part of the stored spec the resource needs.
+type storedSpec struct {
+	Version string `json:"version"`
+	Nodes   struct {
+		Workers struct {
+			Count *int32 `json:"count"`
+		} `json:"workers"`
+	} `json:"nodes"`
+}
+
+// BuildCluster assembles the resource of one cluster from its cached objects, with the one status function
+// (status-mapping.md §4 decides which fields each status exposes). It is pure.
+func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
+	hc := v.HostedCluster
+	r := status.Map(hc, v.NodePools, now, s.Status)
+	specJSON := hc.Annotations[meta.AnnotationSpec]
+	if specJSON == "" {
+		specJSON = fmt.Sprintf(`{"metadata":{"name":%q}}`, hc.Name)
+	}
+	var spec storedSpec
+	_ = json.Unmarshal([]byte(specJSON), &spec)
+
+	c := Cluster{
+		ID:               v.ID,
+		Spec:             json.RawMessage(specJSON),
+		Status:           r.Status,
+		StatusMessage:    r.Message,
+		Platform:         render.PlatformOf(hc.Spec.Platform.Type),
+		Version:          spec.Version,
+		OpenShiftVersion: hc.Annotations[meta.AnnotationOpenShiftVersion],
+		Namespace:        hc.Namespace,
+		CreateTime:       hc.CreationTimestamp.UTC(),
+		UpdateTime:       updateTime(hc, v.NodePools).UTC(),
+	}
+	if c.OpenShiftVersion == "" && hc.Status.Version != nil && len(hc.Status.Version.History) > 0 {
+		c.OpenShiftVersion = hc.Status.Version.History[0].Version
+	}
+
+	c.ControlPlane.Total = 3
+	if hc.Spec.ControllerAvailabilityPolicy == hyperv1.SingleReplica {
+		c.ControlPlane.Total = 1
+	}
+	if r.ControlPlaneAvailable {
+		c.ControlPlane.Ready = c.ControlPlane.Total
+	}
+	if len(v.NodePools) > 0 {
+		c.Workers.Ready, c.Workers.Total = status.Workers(v.NodePools)
+	} else if spec.Nodes.Workers.Count != nil {
+		c.Workers.Total = *spec.Nodes.Workers.Count
+	} else {
+		c.Workers.Total = s.DefaultWorkerCount
+	}
+
+	if r.Status == status.Ready || r.Status == status.Unavailable {
+		c.APIEndpoint = apiEndpoint(hc)
+		c.ConsoleURL = consoleURL(v)
+	}
+	if r.Status == status.Ready {
+		c.Kubeconfig = v.Kubeconfig
+	}
+	return c
+}
+
+func apiEndpoint(hc *hyperv1.HostedCluster) string {
+	ep := hc.Status.ControlPlaneEndpoint
+	if ep.Host == "" {
+		return ""
+	}
+	if ep.Port == 0 {
+		return "https://" + ep.Host
+	}
+	return fmt.Sprintf("https://%s:%d", ep.Host, ep.Port)
+}
+
+// consoleURL prefers ACM's claim on the ManagedCluster, then derives the URL from the cluster's ingress domain
+// (hypershift.md §11). Under base-domain passthrough it is derived only once the operator has filled in the domain.
+func consoleURL(v hub.View) string {
+	if mc := v.ManagedCluster; mc != nil {
+		for _, c := range mc.Status.ClusterClaims {
+			if c.Name == "consoleurl.cluster.open-cluster-management.io" && c.Value != "" {
+				return c.Value
+			}
+		}
+	}
+	hc := v.HostedCluster
+	if cfg := hc.Spec.Configuration; cfg != nil && cfg.Ingress != nil {
+		if d := cfg.Ingress.AppsDomain; d != "" {
+			return "https://console-openshift-console." + d
+		}
+		if d := cfg.Ingress.Domain; d != "" {
+			return "https://console-openshift-console." + d
+		}
+	}
+	base := hc.Spec.DNS.BaseDomain
+	if base == "" {
+		return ""
+	}
+	prefix := hc.Name
+	if p := hc.Spec.DNS.BaseDomainPrefix; p != nil {
+		prefix = *p
+	}
+	apps := "apps." + base
+	if prefix != "" {
+		apps = "apps." + prefix + "." + base
+	}
+	return "https://console-openshift-console." + strings.TrimSuffix(apps, ".")
+}
+
+// updateTime is the latest of creation, any HostedCluster or NodePool condition transition, and deletion.
+func updateTime(hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool) time.Time {
+	t := hc.CreationTimestamp.Time
+	later := func(x time.Time) {
+		if x.After(t) {
+			t = x
+		}
+	}
+	for _, c := range hc.Status.Conditions {
+		later(c.LastTransitionTime.Time)
+	}
+	for _, np := range nps {
+		for _, c := range np.Status.Conditions {
+			later(c.LastTransitionTime.Time)
+		}
+	}
+	if hc.DeletionTimestamp != nil {
+		later(hc.DeletionTimestamp.Time)
+	}
+	return t
+}

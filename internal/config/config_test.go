@@ -1,0 +1,149 @@
+package config
+
+import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func load(t *testing.T, args []string, env map[string]string, file string) (*Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	l := Bind(fs)
+	if file != "" {
+		p := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(p, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", p)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return l.Load(func(k string) string { return env[k] })
+}
+
+func TestNames(t *testing.T) {
+	cases := map[string][2]string{
+		"hubKubeconfig":                {"SP_HUB_KUBECONFIG", "hub-kubeconfig"},
+		"natsURL":                      {"SP_NATS_URL", "nats-url"},
+		"registrationURL":              {"SP_REGISTRATION_URL", "registration-url"},
+		"apiHost":                      {"SP_API_HOST", "api-host"},
+		"providerID":                   {"SP_PROVIDER_ID", "provider-id"},
+		"kubevirtInfraNamespace":       {"SP_KUBEVIRT_INFRA_NAMESPACE", "kubevirt-infra-namespace"},
+		"provisioningTimeoutBaremetal": {"SP_PROVISIONING_TIMEOUT_BAREMETAL", "provisioning-timeout-baremetal"},
+		"listenAddress":                {"SP_LISTEN_ADDRESS", "listen-address"},
+	}
+	for key, want := range cases {
+		if EnvName(key) != want[0] || FlagName(key) != want[1] {
+			t.Errorf("%s: env %s flag %s, want %v", key, EnvName(key), FlagName(key), want)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := load(t, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Namespace != "default" || c.DefaultPlatform != "kubevirt" || c.ListenAddress != ":8080" || c.ProviderName != "acm-cluster-sp" ||
+		!c.ManageACMObjects || c.DefaultWorkerCount != 2 || c.DegradedGracePeriod != 15*time.Minute || c.ProvisioningTimeoutBaremetal != 2*time.Hour ||
+		c.StatusPreset != "design" || len(c.EnabledPlatforms) != 2 || c.HypershiftNamespace != "hypershift" || !c.LeaderElection {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if d := Defaults(); !reflect.DeepEqual(*c, d) {
+		t.Fatalf("Defaults() differs from an empty load:\n%+v\n%+v", d, *c)
+	}
+}
+
+// flag > env > file > default, per key.
+func TestPrecedence(t *testing.T) {
+	file := "namespace: from-file\nlistenAddress: ':9000'\nproviderName: file-name\nenabledPlatforms: [kubevirt]\nmanageACMObjects: false\ndegradedGracePeriod: 5m\n"
+	env := map[string]string{"SP_NAMESPACE": "from-env", "SP_PROVIDER_NAME": "env-name"}
+	c, err := load(t, []string{"--namespace", "from-flag", "--manage-acm-objects"}, env, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Namespace != "from-flag" {
+		t.Errorf("namespace %q: flag must win", c.Namespace)
+	}
+	if c.ProviderName != "env-name" {
+		t.Errorf("providerName %q: env must beat file", c.ProviderName)
+	}
+	if c.ListenAddress != ":9000" || c.DegradedGracePeriod != 5*time.Minute || len(c.EnabledPlatforms) != 1 {
+		t.Errorf("file values not applied: %+v", c)
+	}
+	if !c.ManageACMObjects {
+		t.Error("--manage-acm-objects without a value must mean true")
+	}
+	if c.DefaultPlatform != "kubevirt" {
+		t.Error("default not applied")
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	ps := base64.StdEncoding.EncodeToString([]byte(`{"auths":{"quay.io":{"auth":"eDp5"}}}`))
+	cases := []struct {
+		args   []string
+		env    map[string]string
+		file   string
+		errHas []string
+	}{
+		{args: []string{"--namespace", "Bad_NS"}, errHas: []string{"namespace", "--namespace", "SP_NAMESPACE"}},
+		{env: map[string]string{"SP_DEFAULT_PLATFORM": "aws"}, errHas: []string{"defaultPlatform", "aws"}},
+		{env: map[string]string{"SP_ENABLED_PLATFORMS": "kubevirt,openstack"}, errHas: []string{"enabledPlatforms", "openstack"}},
+		{env: map[string]string{"SP_DEGRADED_GRACE_PERIOD": "soon"}, errHas: []string{"degradedGracePeriod", "from env SP_DEGRADED_GRACE_PERIOD", "duration"}},
+		{env: map[string]string{"SP_DEFAULT_WORKER_COUNT": "0"}, errHas: []string{"defaultWorkerCount"}},
+		{env: map[string]string{"SP_REGISTRATION_URL": "http://spm:8080", "SP_API_HOST": "http://sp:8080"}, errHas: []string{"registrationURL", "/api/v1alpha1"}},
+		{env: map[string]string{"SP_REGISTRATION_URL": "http://spm:8080/api/v1alpha1"}, errHas: []string{"apiHost", "required"}},
+		{env: map[string]string{"SP_API_HOST": "sp.example.com"}, errHas: []string{"apiHost"}},
+		{env: map[string]string{"SP_KUBEVIRT_INFRA_CLUSTER": "/x"}, errHas: []string{"kubevirtInfraNamespace"}},
+		{env: map[string]string{"SP_STATUS_PRESET": "other"}, errHas: []string{"statusPreset"}},
+		{env: map[string]string{"SP_PULL_SECRET": "not base64!"}, errHas: []string{"pullSecret", "base64"}},
+		{env: map[string]string{"SP_PULL_SECRET": base64.StdEncoding.EncodeToString([]byte(`{"auths":{}}`))}, errHas: []string{"auths"}},
+		{env: map[string]string{"SP_PULL_SECRET": ps, "SP_PULL_SECRET_FILE": "/x"}, errHas: []string{"only one"}},
+		{file: "namespce: typo\n", errHas: []string{"unknown key", "namespce"}},
+	}
+	for _, c := range cases {
+		_, err := load(t, c.args, c.env, c.file)
+		if err == nil {
+			t.Errorf("%v %v %q: accepted", c.args, c.env, c.file)
+			continue
+		}
+		for _, h := range c.errHas {
+			if !strings.Contains(err.Error(), h) {
+				t.Errorf("%v %v: error %q does not mention %q", c.args, c.env, err, h)
+			}
+		}
+	}
+}
+
+// A secret value never appears in an error message.
+func TestSecretNotEchoed(t *testing.T) {
+	secret := base64.StdEncoding.EncodeToString([]byte(`{"auths":{}} top-secret`))
+	_, err := load(t, nil, map[string]string{"SP_PULL_SECRET": secret}, "")
+	if err == nil || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "top-secret") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestServeRequirements(t *testing.T) {
+	c := Defaults()
+	if err := c.ValidateServe(); err == nil || !strings.Contains(err.Error(), "natsURL") {
+		t.Fatalf("want natsURL required, got %v", err)
+	}
+	c.NATSURL = "nats://127.0.0.1:4222"
+	if err := c.ValidateServe(); err == nil || !strings.Contains(err.Error(), "pullSecret") {
+		t.Fatalf("want a pull secret required, got %v", err)
+	}
+	c.PullSecretName = "ps"
+	if err := c.ValidateServe(); err != nil {
+		t.Fatal(err)
+	}
+}

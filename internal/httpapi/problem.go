@@ -1,0 +1,82 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
+)
+
+// problemKinds is the error catalogue (dcm-contract.md §6): one type and title per HTTP status.
+var problemKinds = map[int][2]string{
+	http.StatusBadRequest:            {"INVALID_ARGUMENT", "Bad Request"},
+	http.StatusNotFound:              {"NOT_FOUND", "Not Found"},
+	http.StatusMethodNotAllowed:      {"METHOD_NOT_ALLOWED", "Method Not Allowed"},
+	http.StatusConflict:              {"ALREADY_EXISTS", "Conflict"},
+	http.StatusRequestEntityTooLarge: {"PAYLOAD_TOO_LARGE", "Payload Too Large"},
+	http.StatusUnsupportedMediaType:  {"UNSUPPORTED_MEDIA_TYPE", "Unsupported Media Type"},
+	http.StatusUnprocessableEntity:   {"UNPROCESSABLE_ENTITY", "Unprocessable Entity"},
+	http.StatusInternalServerError:   {"INTERNAL", "Internal Server Error"},
+	http.StatusServiceUnavailable:    {"UNAVAILABLE", "Service Unavailable"},
+}
+
+// statusOf maps a domain error kind to its HTTP status.
+func statusOf(k clusters.Kind) int {
+	switch k {
+	case clusters.KindInvalid:
+		return http.StatusBadRequest
+	case clusters.KindNotFound:
+		return http.StatusNotFound
+	case clusters.KindConflict:
+		return http.StatusConflict
+	case clusters.KindUnprocessable:
+		return http.StatusUnprocessableEntity
+	case clusters.KindUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// writeProblem writes an RFC 7807 problem document.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string, fields []clusters.FieldError) {
+	kind := problemKinds[status]
+	if kind[0] == "" {
+		kind = [2]string{"INTERNAL", http.StatusText(status)}
+	}
+	code := int32(status)
+	p := api.Problem{Type: kind[0], Title: kind[1], Status: &code, Instance: &r.URL.Path}
+	if detail != "" {
+		p.Detail = &detail
+	}
+	if len(fields) > 0 {
+		v := make([]api.FieldViolation, len(fields))
+		for i, f := range fields {
+			v[i] = api.FieldViolation{Field: f.Field, Message: f.Message}
+		}
+		p.Errors = &v
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeError writes a domain error as a problem; internal errors are logged and never shown.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var de *clusters.Error
+	if !errors.As(err, &de) {
+		de = &clusters.Error{Kind: clusters.KindInternal, Err: err}
+	}
+	status := statusOf(de.Kind)
+	if status == http.StatusInternalServerError {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+		writeProblem(w, r, status, "internal error", nil)
+		return
+	}
+	writeProblem(w, r, status, de.Message, de.Fields)
+}
+
+func jsonEncode(w http.ResponseWriter, v any) error { return json.NewEncoder(w).Encode(v) }

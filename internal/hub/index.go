@@ -1,0 +1,345 @@
+package hub
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+)
+
+// Key orders clusters for listing: creation time, then id. Stable under inserts and deletes, so it makes a
+// keyset page token.
+type Key struct {
+	Created time.Time
+	ID      string
+}
+
+// Less orders keys.
+func (k Key) Less(o Key) bool {
+	if !k.Created.Equal(o.Created) {
+		return k.Created.Before(o.Created)
+	}
+	return k.ID < o.ID
+}
+
+// View is everything the SP knows about one cluster, as read from the caches. The pointers are shared with the
+// caches and must not be modified.
+type View struct {
+	ID             string
+	HostedCluster  *hyperv1.HostedCluster // nil: gone (NodePools may still be known)
+	NodePools      []*hyperv1.NodePool    // sorted by name
+	Kubeconfig     []byte                 // key "kubeconfig" of the Secret named by status.kubeconfig, nil if absent
+	ManagedCluster *clusterv1.ManagedCluster
+}
+
+// Gone reports whether the cluster no longer exists for DCM: the HostedCluster is absent, or it is being deleted
+// and only the SP's own status finalizer holds it (the operator has finished).
+func (v View) Gone() bool {
+	hc := v.HostedCluster
+	if hc == nil {
+		return true
+	}
+	if hc.DeletionTimestamp == nil {
+		return false
+	}
+	for _, f := range hc.Finalizers {
+		if f != meta.FinalizerStatus {
+			return false
+		}
+	}
+	return true
+}
+
+type entry struct {
+	hc  *hyperv1.HostedCluster
+	nps map[string]*hyperv1.NodePool
+	key Key
+}
+
+// Index is the SP's read model: the cached objects of every cluster, by instance id and in list order. It is fed
+// by informer event handlers and notifies listeners of the instance ids that changed.
+type Index struct {
+	mu        sync.RWMutex
+	byID      map[string]*entry
+	byName    map[string]string // HostedCluster name → id
+	order     *btree.BTreeG[Key]
+	secrets   map[string]*corev1.Secret // by name (one namespace)
+	mcs       map[string]*clusterv1.ManagedCluster
+	listeners []func(id string)
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	return &Index{
+		byID:    map[string]*entry{},
+		byName:  map[string]string{},
+		order:   btree.NewG(32, func(a, b Key) bool { return a.Less(b) }),
+		secrets: map[string]*corev1.Secret{},
+		mcs:     map[string]*clusterv1.ManagedCluster{},
+	}
+}
+
+// OnChange registers f to be called (outside the lock) with the instance id of every changed cluster.
+func (x *Index) OnChange(f func(id string)) {
+	x.mu.Lock()
+	x.listeners = append(x.listeners, f)
+	x.mu.Unlock()
+}
+
+func (x *Index) notify(ids ...string) {
+	x.mu.RLock()
+	ls := x.listeners
+	x.mu.RUnlock()
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		for _, f := range ls {
+			f(id)
+		}
+	}
+}
+
+func (x *Index) entry(id string) *entry {
+	e := x.byID[id]
+	if e == nil {
+		e = &entry{nps: map[string]*hyperv1.NodePool{}}
+		x.byID[id] = e
+	}
+	return e
+}
+
+func (x *Index) gc(id string) {
+	if e := x.byID[id]; e != nil && e.hc == nil && len(e.nps) == 0 {
+		delete(x.byID, id)
+	}
+}
+
+// PutHostedCluster records an added or updated HostedCluster.
+func (x *Index) PutHostedCluster(hc *hyperv1.HostedCluster) {
+	id := meta.InstanceID(hc.Labels)
+	if id == "" {
+		return
+	}
+	x.mu.Lock()
+	e := x.entry(id)
+	if e.hc != nil {
+		x.order.Delete(e.key)
+		if e.hc.Name != hc.Name {
+			delete(x.byName, e.hc.Name)
+		}
+	}
+	e.hc = hc
+	e.key = Key{Created: hc.CreationTimestamp.Time, ID: id}
+	x.order.ReplaceOrInsert(e.key)
+	x.byName[hc.Name] = id
+	x.mu.Unlock()
+	x.notify(id)
+}
+
+// DeleteHostedCluster records a deleted HostedCluster.
+func (x *Index) DeleteHostedCluster(hc *hyperv1.HostedCluster) {
+	id := meta.InstanceID(hc.Labels)
+	x.mu.Lock()
+	if e := x.byID[id]; e != nil && e.hc != nil && e.hc.UID == hc.UID {
+		x.order.Delete(e.key)
+		delete(x.byName, e.hc.Name)
+		e.hc = nil
+		x.gc(id)
+	}
+	x.mu.Unlock()
+	x.notify(id)
+}
+
+// PutNodePool records an added or updated NodePool.
+func (x *Index) PutNodePool(np *hyperv1.NodePool) {
+	id := meta.InstanceID(np.Labels)
+	if id == "" {
+		return
+	}
+	x.mu.Lock()
+	x.entry(id).nps[np.Name] = np
+	x.mu.Unlock()
+	x.notify(id)
+}
+
+// DeleteNodePool records a deleted NodePool.
+func (x *Index) DeleteNodePool(np *hyperv1.NodePool) {
+	id := meta.InstanceID(np.Labels)
+	x.mu.Lock()
+	if e := x.byID[id]; e != nil {
+		delete(e.nps, np.Name)
+		x.gc(id)
+	}
+	x.mu.Unlock()
+	x.notify(id)
+}
+
+// PutSecret records an added or updated Secret (the SP's, and the operator's admin kubeconfig).
+func (x *Index) PutSecret(s *corev1.Secret) {
+	x.mu.Lock()
+	x.secrets[s.Name] = s
+	x.mu.Unlock()
+	x.notify(meta.InstanceID(s.Labels))
+}
+
+// DeleteSecret records a deleted Secret.
+func (x *Index) DeleteSecret(s *corev1.Secret) {
+	x.mu.Lock()
+	delete(x.secrets, s.Name)
+	x.mu.Unlock()
+	x.notify(meta.InstanceID(s.Labels))
+}
+
+// PutManagedCluster records an added or updated ManagedCluster.
+func (x *Index) PutManagedCluster(mc *clusterv1.ManagedCluster) {
+	x.mu.Lock()
+	x.mcs[mc.Name] = mc
+	x.mu.Unlock()
+	x.notify(meta.InstanceID(mc.Labels))
+}
+
+// DeleteManagedCluster records a deleted ManagedCluster.
+func (x *Index) DeleteManagedCluster(mc *clusterv1.ManagedCluster) {
+	x.mu.Lock()
+	delete(x.mcs, mc.Name)
+	x.mu.Unlock()
+	x.notify(meta.InstanceID(mc.Labels))
+}
+
+// NotifyName tells listeners that something named after a cluster changed (ACM's namespace of that name).
+func (x *Index) NotifyName(name string) {
+	x.mu.RLock()
+	id := x.byName[name]
+	x.mu.RUnlock()
+	x.notify(id)
+}
+
+// Get returns the view of one instance; ok is false when nothing at all is known about it.
+func (x *Index) Get(id string) (View, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e := x.byID[id]
+	if e == nil {
+		return View{ID: id}, false
+	}
+	return x.view(id, e), true
+}
+
+// IDByName returns the instance id of the HostedCluster with this name.
+func (x *Index) IDByName(name string) (string, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	id, ok := x.byName[name]
+	return id, ok
+}
+
+func (x *Index) view(id string, e *entry) View {
+	v := View{ID: id, HostedCluster: e.hc}
+	if len(e.nps) > 0 {
+		v.NodePools = make([]*hyperv1.NodePool, 0, len(e.nps))
+		for _, np := range e.nps {
+			v.NodePools = append(v.NodePools, np)
+		}
+		sort.Slice(v.NodePools, func(i, j int) bool { return v.NodePools[i].Name < v.NodePools[j].Name })
+	}
+	if e.hc != nil {
+		if ref := e.hc.Status.KubeConfig; ref != nil {
+			if s := x.secrets[ref.Name]; s != nil {
+				v.Kubeconfig = s.Data["kubeconfig"]
+			}
+		}
+		if mc := x.mcs[e.hc.Name]; mc != nil && meta.InstanceID(mc.Labels) == id {
+			v.ManagedCluster = mc
+		}
+	}
+	return v
+}
+
+// Page returns up to limit views in list order, starting after the key (nil: from the beginning), and whether
+// more follow. Clusters that are gone for DCM are skipped.
+func (x *Index) Page(after *Key, limit int) (views []View, more bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	visit := func(k Key) bool {
+		if after != nil && !after.Less(k) {
+			return true
+		}
+		e := x.byID[k.ID]
+		if e == nil || e.hc == nil {
+			return true
+		}
+		v := x.view(k.ID, e)
+		if v.Gone() {
+			return true
+		}
+		if len(views) == limit {
+			more = true
+			return false
+		}
+		views = append(views, v)
+		return true
+	}
+	if after != nil {
+		x.order.AscendGreaterOrEqual(*after, visit)
+	} else {
+		x.order.Ascend(visit)
+	}
+	return views, more
+}
+
+// IDs returns every instance id known to the index (clusters and orphaned NodePools).
+func (x *Index) IDs() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, 0, len(x.byID))
+	for id := range x.byID {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SecretsOf returns the cached Secrets labelled with the instance id.
+func (x *Index) SecretsOf(id string) []*corev1.Secret {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []*corev1.Secret
+	for _, s := range x.secrets {
+		if meta.InstanceID(s.Labels) == id {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// SecretInstanceIDs returns the instance ids that have Secrets in the cache (for orphan clean-up).
+func (x *Index) SecretInstanceIDs() map[string]time.Time {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := map[string]time.Time{}
+	for _, s := range x.secrets {
+		id := meta.InstanceID(s.Labels)
+		if id == "" {
+			continue
+		}
+		if t, ok := out[id]; !ok || s.CreationTimestamp.After(t) {
+			out[id] = s.CreationTimestamp.Time
+		}
+	}
+	return out
+}
+
+// Len returns the number of clusters with a HostedCluster.
+func (x *Index) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.order.Len()
+}
