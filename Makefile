@@ -44,8 +44,18 @@ test: $(HUB_BIN)/.complete ## run every test (unit and integration, on the real 
 bench: $(HUB_BIN)/.complete ## run the benchmarks (API latency at scale, status event latency)
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
+SPECTRAL := tools/spectral/node_modules/.bin/spectral
+
+$(SPECTRAL): tools/spectral/package.json tools/spectral/package-lock.json
+	cd tools/spectral && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: lint-api
+lint-api: $(SPECTRAL) ## lint api/v1alpha1/openapi.yaml (Spectral + the AEP-style ruleset in api/.spectral.yaml)
+	$(SPECTRAL) lint --ruleset api/.spectral.yaml --fail-severity=warn api/v1alpha1/openapi.yaml
+
 .PHONY: lint
-lint: ## gofmt, go vet, staticcheck (pinned)
+lint: lint-api ## gofmt, go vet, staticcheck (pinned), and lint-api
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	$(GOTOOL) staticcheck ./...

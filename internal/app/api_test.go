@@ -70,7 +70,11 @@ func TestDesignExamplesReachReady(t *testing.T) {
 				c.Path != "clusters/"+c.Id || c.Nodes.Workers.Total != 3 || c.Nodes.ControlPlane.Total != 3 {
 				t.Fatalf("created resource: %s", raw)
 			}
-			if c.Spec.Nodes == nil || c.Spec.Nodes.Workers == nil || *c.Spec.Nodes.Workers.Count != 3 || c.Spec.ProviderHints.Acm.BaseDomain == nil {
+			var spec api.ClusterSpec
+			if err := json.Unmarshal(c.Spec, &spec); err != nil {
+				t.Fatal(err)
+			}
+			if spec.Nodes == nil || spec.Nodes.Workers == nil || *spec.Nodes.Workers.Count != 3 || spec.ProviderHints.Acm.BaseDomain == nil {
 				t.Fatalf("spec not echoed in canonical form: %s", raw)
 			}
 			ready, seen := sp.waitStatus(t, c.Id, "READY", 30*time.Second)
@@ -88,7 +92,7 @@ func TestDesignExamplesReachReady(t *testing.T) {
 				t.Fatalf("kubeconfig is not base64: %v", err)
 			}
 			var secret corev1.Secret
-			name := c.Spec.Metadata.Name
+			name := spec.Metadata.Name
 			if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "clusters", Name: name + "-admin-kubeconfig"}, &secret); err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/simulator"
@@ -263,4 +262,6 @@ func kubevirtBody(name string, workers int) string {
 	return fmt.Sprintf(`{"spec":{"service_type":"cluster","version":"1.30","metadata":{"name":%q},"nodes":{"workers":{"count":%d,"cpu":4,"memory":"16GB","storage":"120GB"}},"provider_hints":{"acm":{"platform":"kubevirt"}}}}`, name, workers)
 }
 
-var _ = clusters.DefaultPageSize
+
+
+func bytesReader(s string) io.Reader { return strings.NewReader(s) }

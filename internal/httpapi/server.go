@@ -5,7 +5,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 
@@ -127,12 +126,8 @@ func (s *Server) GetRootHealth(context.Context, apigen.GetRootHealthRequestObjec
 
 // toAPI converts the domain resource to the wire type, and audits every response that carries a kubeconfig.
 func (s *Server) toAPI(ctx context.Context, c *clusters.Cluster) api.Cluster {
-	var spec api.ClusterSpec
-	if err := json.Unmarshal(c.Spec, &spec); err != nil {
-		s.log.Error("stored spec does not parse", "id", c.ID, "error", err)
-	}
 	out := api.Cluster{
-		Id: c.ID, Path: c.Path(), Spec: spec,
+		Id: c.ID, Path: c.Path(), Spec: c.Spec,
 		Status: api.ClusterStatus(c.Status), StatusMessage: c.StatusMessage,
 		Platform: api.ClusterPlatform(c.Platform), ProvisioningType: api.Hypershift,
 		Version: c.Version, OpenshiftVersion: c.OpenShiftVersion,

@@ -78,21 +78,36 @@ type evaluation struct {
 	nodePools []*hyperv1.NodePool
 	now       time.Time
 	s         Settings
-	conds     map[string]metav1.Condition
+	conds     conditions
 	recheck   time.Time
 }
 
-func evaluate(hc *hyperv1.HostedCluster, nodePools []*hyperv1.NodePool, now time.Time, s Settings) *evaluation {
-	conds := make(map[string]metav1.Condition, len(hc.Status.Conditions))
-	for _, c := range hc.Status.Conditions {
-		conds[c.Type] = c
+// conditions looks HostedCluster conditions up by type. A linear scan over the ~20 conditions allocates nothing,
+// which matters because every GET and LIST item evaluates the status.
+type conditions []metav1.Condition
+
+func (cs conditions) get(condType string) (metav1.Condition, bool) {
+	for i := range cs {
+		if cs[i].Type == condType {
+			return cs[i], true
+		}
 	}
-	return &evaluation{hc: hc, nodePools: nodePools, now: now, s: s, conds: conds}
+	return metav1.Condition{}, false
+}
+
+func evaluate(hc *hyperv1.HostedCluster, nodePools []*hyperv1.NodePool, now time.Time, s Settings) *evaluation {
+	return &evaluation{hc: hc, nodePools: nodePools, now: now, s: s, conds: conditions(hc.Status.Conditions)}
 }
 
 func (e *evaluation) is(condType string, st metav1.ConditionStatus) bool {
-	c, ok := e.conds[condType]
+	c, ok := e.conds.get(condType)
 	return ok && c.Status == st
+}
+
+// msg returns the message of a condition ("" when absent).
+func (e *evaluation) msg(condType string) string {
+	c, _ := e.conds.get(condType)
+	return c.Message
 }
 
 func (e *evaluation) result() Result {
@@ -109,7 +124,7 @@ func (e *evaluation) decide() Result {
 	if msg, failed := e.hardFailure(); failed {
 		return Result{Status: Failed, Message: msg}
 	}
-	if d, ok := e.conds[string(hyperv1.HostedClusterDegraded)]; ok && d.Status == metav1.ConditionTrue {
+	if d, ok := e.conds.get(string(hyperv1.HostedClusterDegraded)); ok && d.Status == metav1.ConditionTrue {
 		since := e.notFuture(d.LastTransitionTime.Time)
 		if e.now.Sub(since) > e.s.DegradedGracePeriod {
 			return Result{Status: Failed, Message: fmt.Sprintf("Degraded for more than %s: %s", human(e.s.DegradedGracePeriod), d.Message)}
@@ -130,7 +145,7 @@ func (e *evaluation) decide() Result {
 		return Result{Status: Ready, Message: e.annotate(e.readyMessage())}
 	}
 	if everCompleted && !available {
-		return Result{Status: Unavailable, Message: "Control plane unavailable: " + orDefault(e.conds[string(hyperv1.HostedClusterAvailable)].Message, "Available is not True")}
+		return Result{Status: Unavailable, Message: "Control plane unavailable: " + orDefault(e.msg(string(hyperv1.HostedClusterAvailable)), "Available is not True")}
 	}
 	if e.hcpStarted() {
 		return Result{Status: Provisioning, Message: e.annotate(e.progressMessage())}
@@ -166,11 +181,11 @@ var hardFailedNP = []string{
 
 func (e *evaluation) hardFailure() (string, bool) {
 	for _, t := range hardFailedHC {
-		if c, ok := e.conds[string(t)]; ok && c.Status == metav1.ConditionFalse {
+		if c, ok := e.conds.get(string(t)); ok && c.Status == metav1.ConditionFalse {
 			return conditionMessage(c.Type, c.Reason, c.Message), true
 		}
 	}
-	if c, ok := e.conds[string(hyperv1.ValidReleaseImage)]; ok && c.Status == metav1.ConditionFalse && c.Reason != secretNotFound {
+	if c, ok := e.conds.get(string(hyperv1.ValidReleaseImage)); ok && c.Status == metav1.ConditionFalse && c.Reason != secretNotFound {
 		return conditionMessage(c.Type, c.Reason, c.Message), true
 	}
 	for _, np := range e.nodePools {
@@ -219,7 +234,7 @@ func (e *evaluation) hcpStarted() bool {
 		return true
 	}
 	for _, t := range []hyperv1.ConditionType{hyperv1.InfrastructureReady, hyperv1.EtcdAvailable, hyperv1.KubeAPIServerAvailable} {
-		if c, ok := e.conds[string(t)]; ok && c.Status != metav1.ConditionUnknown {
+		if c, ok := e.conds.get(string(t)); ok && c.Status != metav1.ConditionUnknown {
 			return true
 		}
 	}
@@ -279,7 +294,7 @@ func (e *evaluation) provisioningTimeout() time.Duration {
 }
 
 func (e *evaluation) pendingMessage() string {
-	if c, ok := e.conds[string(hyperv1.ValidReleaseImage)]; ok && c.Status == metav1.ConditionFalse && c.Reason == secretNotFound {
+	if c, ok := e.conds.get(string(hyperv1.ValidReleaseImage)); ok && c.Status == metav1.ConditionFalse && c.Reason == secretNotFound {
 		return "Pull secret not found: " + orDefault(c.Message, c.Reason)
 	}
 	return "Waiting for the hosted control plane to be created"
@@ -291,7 +306,7 @@ func (e *evaluation) progressMessage() string {
 		return e.pendingMessage()
 	}
 	if !e.available() {
-		if m := e.conds[string(hyperv1.HostedClusterAvailable)].Message; m != "" {
+		if m := e.msg(string(hyperv1.HostedClusterAvailable)); m != "" {
 			return "Control plane starting: " + m
 		}
 		return "Control plane starting"
@@ -343,7 +358,7 @@ func (e *evaluation) rolloutVersion() string {
 func (e *evaluation) readyMessage() string {
 	ready, total := Workers(e.nodePools)
 	msg := fmt.Sprintf("Cluster is ready; workers %d/%d ready", ready, total)
-	if d, ok := e.conds[string(hyperv1.HostedClusterDegraded)]; ok && d.Status == metav1.ConditionTrue {
+	if d, ok := e.conds.get(string(hyperv1.HostedClusterDegraded)); ok && d.Status == metav1.ConditionTrue {
 		msg += "; degraded: " + orDefault(d.Message, d.Reason)
 	}
 	return msg

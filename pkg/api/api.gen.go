@@ -190,11 +190,11 @@ type Cluster struct {
 	Platform         ClusterPlatform         `json:"platform"`
 	ProvisioningType ClusterProvisioningType `json:"provisioning_type"`
 
-	// Spec DCM's cluster service-type spec (v1alpha1). Unknown keys are kept and echoed.
-	Spec          ClusterSpec   `json:"spec"`
-	Status        ClusterStatus `json:"status"`
-	StatusMessage string        `json:"status_message"`
-	UpdateTime    time.Time     `json:"update_time"`
+	// Spec A ClusterSpec as the service stored it at create (canonical snake_case keys, the effective platform filled in, unknown keys kept, pull_secret removed). POST, GET and LIST return it unchanged.
+	Spec          StoredClusterSpec `json:"spec"`
+	Status        ClusterStatus     `json:"status"`
+	StatusMessage string            `json:"status_message"`
+	UpdateTime    time.Time         `json:"update_time"`
 
 	// Version The requested version.
 	Version string `json:"version"`
@@ -339,6 +339,9 @@ type ProviderHints struct {
 
 // Size MB, GB or TB (binary units, MiB/GiB/TiB), or a Kubernetes quantity such as 16Gi.
 type Size = string
+
+// StoredClusterSpec A ClusterSpec as the service stored it at create (canonical snake_case keys, the effective platform filled in, unknown keys kept, pull_secret removed). POST, GET and LIST return it unchanged.
+type StoredClusterSpec = json.RawMessage
 
 // WorkerNodes The NodePool. KubeVirt sizes the worker VMs; BareMetal treats the sizes as minimums for Agent selection.
 type WorkerNodes struct {
@@ -1123,69 +1126,71 @@ func (a WorkerNodes) MarshalJSON() ([]byte, error) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/9xbe08juZb/Kke1V5pkpwjh0T07oNUVr+5GF2gWuvtqNbDEKZ8kvlTsatsVyKBI+2n2",
-	"g+0nWR3b9UhSkDCapaX7F4njx/F5/s7x4SlK1DhTEqU10d5TlDHNxmhRu29HaW4s6lN+yeyIBoSM9qKM",
-	"vsSRZGOM9qKkmBPFkcbvudDIoz2rc4wjk4xwzGjhmD2eoRzSLu93YtrCoqbN/us3tvF7d+PX21b4sHH7",
-	"1I3fb82K8fZf/xLFkZ1mdJixWshhNJvFFW3/kaOe0hkcTaJFZoWijb+MEI6PzkFIY5lMEAQHq4BxlVlg",
-	"BuwIIdAOgu8Dg69fT49BGBiiRM0scngYoQTWNygtKA04zuy0E8WeDd/duSUfBDFgnQu3Vt+4+c4zYrDJ",
-	"lDTopHPI+BV+z9FY+pYoaVG6jyzLUpEwYsRmplU/xfHP/zDElacahX/ROIj2on/ZrDRg0/9qNi/9Kn/o",
-	"PF9P5YSlgoOQWW73ocfRMpH2gNjguToQmHJgkrtvOk+xE5HAlBykInlTYkkJBCfZEXkkXMvuUUJ/Cgy4",
-	"GAxQk2yDHsQ0cU4vDPRRyCFwTNEid/f4hCz11vDMLV5HfdiugXj/C6iBo8mgnogEIdNqIjhqR8upJK1i",
-	"6Vvy9KvExwwTsg/UWul98CpggGkEJdMpCFkn+ScDqRoaR/CFsh9ULvlbEnyhwOTJqJSq0qBVbr1WflHq",
-	"jOkhvrVWam+50Fd8CviYIHIDW3AuDh1ZXyWbMJGyfvrmlBWKJgxIZUEj41NoJSwZoR8xU5kgj2GU9yGX",
-	"GlkyIjrbgfBMqwSNeWvS/45pujFQeowc+rl1lDpbMUJJIgZGqBFaWcosTYthgpp+i+FgSIfEcCoHmp3I",
-	"SXETk2eZ0hb5OXLBvjh3/AO1JAhk0dV0XDgMG9J5B0fnn0SI54xzQTNZeqlVhtoKih0+Ome1kaeIERPu",
-	"UtbH9IWVT4tRaZHqQ6bxHC1L98HvBUx6BsM4NxYSprWLoWEf1f8HJpb26TODd1yNmZCN5wiSzh3KyXKs",
-	"rx1ayBAGSodzuTCJmuDcsdW2hT4s73qf93EitAv9faZx7E/gOGB5amGg1di5uevLnwwkSg7EMNdOLs0H",
-	"Fcoo5PDOBmWaP/EzOc/eaJqhNiMxsL1OI/RZYl3AQg7AzQs1E3coeaaEV9j5467ReohzdXJw/J90za8X",
-	"B98OTs8ODs9OGu+QKGlUine5Tv+U7TQyi3dWjB0zSAzMRnsRZxY33GjDIsEb1YOk5YXQpB8G3+9Ci5Ag",
-	"Z5oDykRxIYdtYHwsJFSL930Eq+4RA6YGK+y3dLADPhlLsJEsqbgXxUte4EJxPFI52ewsjlSG0on/Lnio",
-	"ZnCr0ah0ghw+ZyivaT5oTJEZbFa/AOHxkY2ztIbczSZB5I1ut7u1yj5Q5uNo77fSMiKy2mAY0e26Ol/s",
-	"Uul541qTYbKKcUHxr2kqLbHM5qZ+xuXJxfHpxccoji6vPn87vT79fOG/OtlGcfTh4PTs5DiKo5quRnF0",
-	"fHJ28oVmNlLmjrkbU5QbNos9z/jrNXuFuF0oQF7ErWbfUKVgv/mUJGRrjpslh5buUJNzk9Qq2prUM573",
-	"M/NuYs4yC3uoW828G5hn3e2is4ujxw2G2QYpf669zYXcytCVS51+Cp/uBJ/RNlmaa8LJ5QzigZDDPGW6",
-	"Gq1YypLxRhjcMFmHJ+OOUJvFtFoCeuSIryViL4XcZbH6u7sA33H5qkHJDfSebpzIbqI9qCn5rEeJ6iBl",
-	"tj4KrQdhRy4WcTRiKCkesTGmR8wg3OPU3EiWGgUsSTCzyNuEJTQmaiiFIbw0dYtdppsgZRwMrMo2Upxg",
-	"Cj0ipAdeAh34RumfC3O0C1cSw/obGaBjDA8jkYxqKaEaDFCSw/XJYedGRov449XmPmvSjaHaCIMOGl2x",
-	"h/Og4ZXEzoQX1Pz5Eh/tXcaGeGfVPTYY4cF8HQCUT3JSZizQukavq9HkqYdiwuLYrHnDqLoc05pNl0y7",
-	"2Pf2eTRAgIgzy14HA/8AAFwiwFdEFvl3fHHtIeE+lMYPqauRwM+wBT/7HD2MOLBIcNfnRvB+h/i7Thlp",
-	"I3z611UVpDo/HckvMPM6aOf6xn18dE5mGHLOYBlOOcE4m51ssTQbsa12B77Ke6kepDNVl0XfY2ZdBQWT",
-	"kULeWbKWcU24a+hTqQuvQSSmjOAc9d2oSClWpDNuts8/KFT6ez+Dd89JyH2EXmBTr0TX88U3un8R0QsX",
-	"fPuaAPq3vI9aokUDrd5WZ6fbi8H97ez22mTSFYZq9XY7W7/Q7/S3s9Nr1wNuhZ5o9Uq1KsVU0daoZEpa",
-	"rdLLlEm8KMSzvqp9IiAVEGAuQ2nTbwkZ7QnMQKa4KXzWKO93ICHACQZTTKxfE0oOIhV2CplKRTKF1hZc",
-	"CzlM8Qpd2hnDDvHrHXwSw1E6PSiqFO19SLLc6ewYx0pPgYL+2MNUitQFgDEUXggSbLBMkHqg3gdjlWZD",
-	"V3MQQ6l0k8o7emvYbiveid9V3BTS4tB7ziTLnY0IKcY0dbtpkqdylUJfi9/RQz5H4HrTm3ziB4p734RK",
-	"mQ0aOn87Fxfn8Tm5iY6z1s6D0veoTcfzoEHzn8eiCxrpz6kWNKljVeFckMAIk/v1Y5nf5ogWLcezJrA+",
-	"cgumhAFl8bnJzPOswNWLCWiiCDwZQSiGNDrUosBYpq1XqhKKC2nf70ZNqlFzIy8zs0TTFRIOtMUFs16N",
-	"YP3F5yCrHyoQa4qWaAsvLBWEHRWF5EKAnvPLNYEh3hnPqWUWflIPoFJfuWfSPPgieMtfhrxLUdvts+R+",
-	"qFUueXtNrgrpJzmX1pDj6By9z3fuiw4ErkLJkWMiuBepmqBmaQqe9zXQ1VcqRSZftoYKnDyT1b1eH5uQ",
-	"RC3ResnQyrx/WUqu7DqXOgppd7YbOWuV9RxdOXcJRdIhxQYvUmga3IEPMXcuxKxd4qBdgzt7xZoFwueP",
-	"rjZ87gqvrIW+6mbLwXv9G/7dTQurmsJGUR9eMperD0fwy791f4FQdy4eYZbjpv+hUeXd+02DF/igNOx2",
-	"uyYGZMloKXuL4vUCwELMa4gBxePsCoNcxwaETfGF9KQeWE8vvh2cnR7fHVx9/Hp+cvFlJYwLNRB/xm2z",
-	"mGq493V192S8io9lQb9RRRzmWIbWhzF8PCSo9uUQWn0hmZ5CLoU1MZyLw82P4nDzizhsuzdPBjWA/D1n",
-	"0hICdI9mzMDW+49iHvvubH88bEIhdXV+dSWEll0qlXYcMd+EtmDE76GA4O0Jvp2bfSir/WA1soBd/VRm",
-	"IKA+U3sA8Bg3IPhnQGUJFrfWQZRbPxxRzkJEXZb8ZVG9M7Wspqh6Oa4cH52DHWmVD0dQyx1an5SxyEPK",
-	"CD+XEmlT3sAkHBydU+oQhzTiRpaCIthfiaXl2N6GoqRoXGXrJwPX4WmxMBc4Z5INUUPC0tSEWlhxPu3p",
-	"393DyI2koUzRVB+O9yE3dCnXa6BUasCVuSisVTd2tbEh2vq+qTDFd9O5kTfyZIJ66t+zCfAwCaWD7T33",
-	"ytcDrpJ8TPmpq2elIkFpnERDT8hBxpIRbmx3ujUXFREbC2KWOHJweVrDk3tRUSUoHgZYJsgAO93OTiju",
-	"Oj3eZJnYLOZuljXOvadoiA0vP5ds6AzL6wDBqWJJTPAPjYWB0MZCq1abjUnoEgRvd4AMNqOMzRXLiGUq",
-	"Y99zAo38Rt7j1KDd6DODfK+ShN/LtWOEhgroo31AlG4vAxKFHaEGnnuOI0ilwdyLDBT9YDyjyYCdOE55",
-	"tBed1WTpWFJ1MP225BXZIxkwhPIZZKjd0dWr3rtuDBOW5uRM+mqCsNXtupKMDcSTQ+x2n+sCGrNHX0Qk",
-	"fzTXEBQOiPbedePlgPaSZ5nFTe8BC/XKok0k0zgRKjdlSbKJylqZs07iYhC8XWg42u52/7S2l3ottuHx",
-	"+7MM+qUGpf64V/ldT0PT1iWtm7XOqFkcvVtnSdlJ4xbsrF5Q79BwD/D5eMzI/TuFhNozg2XDubeJ6HYW",
-	"R5kyDXZ54Ar0PqKRlyY9ef4tgIwtdh6dKGRWhNLNwmtA6abi8HZwI+uPB272/HMBtHqhcPdlmmEvhl5W",
-	"Bzg04OsSSQ37VqM+WPdi+N///p9250aGLqyy+8q9nPf+Kvi/96DlI0OtS8/V48oevA5cYZayKaFPF+dd",
-	"Hxev7ugGHHukRpvrUP/CR2EsLSoqsG7Bdre7P9f55UqxuSTPa0fMguBlE5jbuFdU8DpkOj0/lQKR80du",
-	"OoUL2O3+6jdIkU3wGRJyaVWejJA3ubGjevBb9mNNylhN2Vzohlx2GQfh6ceFv1Bjg5bgOM6URZm49pL+",
-	"lFhLM4gv7dJ9jJBxR1TwH6fVso2/4XS1E3G2eKh8Rvtn+o/517fZPHAnpDn7//dhzzXvFGJnqe+hcvqA",
-	"peoKU2d2TRYWtFN534a03d16C4I9I/l+qKtAeDj/oz53t/vr6iVlRygt2FrD55bNem7Bu3WcdEMPFy3e",
-	"3l5ncb2V7QcEEi8TYFB7nV6OJbP4GfS3OSrruAEEznucjyUmNqHi22wrL5P/qSo7VpRfLzSrBrwOLQdR",
-	"mB256OagfAxPRefALFDcrl20KIe+cM2nsgV95iMqQcuG90c37l2zzzt4PSWg4fkEyBHrWaY0aByrwrMX",
-	"iZFpU3jyQYdZUDLB/RtZ7yDWSNpnoOgnoRggUhDWhPd0/943VLKA18zPPTkuLBEn5BKEgSzvp8L48OEu",
-	"Q7GlVI4Qv0zpbuY6l6GIjdvdXWBDJmRTDDqup1ursHRTRPnzIsacGu4+I02hZFHah5aqPK2QpHlDjca0",
-	"/7gH2129pGxn/gHewQtrlXeIV9l+9MMD5D+thD6iXS2eP4jz3H/kzG6XvOKSz18w2vSBTY3HwT3vYHpg",
-	"aCg8cBD6LV87Yuj5lx83Bx5GrgNySZPeKHo8FxVWh7krpeybhriyDYtiXXM4C80RhdxdR220GZH3C5Of",
-	"Fv7FyjhYH8aK177b2f8FAAD//7kN6KDDNQAA",
+	"H4sIAAAAAAAC/9xb/W4bOZJ/lULfAiPftGX5I5kbG4eFv5IYazu+2MniMPZZVLMkcU2RHZItR2MIuKe5",
+	"B7snORTJbrWktiUP5hJg/7JE8aNYn78qlp+STI9yrVA5m+w/JTkzbIQOjf92LAvr0JzxK+aGNCBUsp/k",
+	"9CVNFBthsp9k5ZwkTQx+LYRBnuw7U2Ca2GyII0YLR+zbOaoB7fJ2N6UtHBra7L9+Y5u/dzZ/vWvFD5t3",
+	"T5307fa0HN/461+SNHGTnA6zzgg1SKbTdEbbfxRoJnQGR5sZkTuhaeObIcLJ8QUIZR1TGYLg4DQwrnMH",
+	"zIIbIkTaQfADYPD589kJCAsDVGiYQw6PQ1TAehaVA20AR7mbtJM0sOGrP7figyAGrHPh1uobN995Sgy2",
+	"uVYWvXSOGP+EXwu0jr5lWjlU/iPLcykyRozYyo3uSRz9/A9LXHmqUfgXg/1kP/mXrZkGbIVf7dZVWBUO",
+	"nefrmRozKTgIlRfuALocHROyC8SGwNW+QMmBKe6/mUJiOyGBadWXIvuuxJISCE6yI/JIuI49oILeBBhw",
+	"0e+jIdlGPUhp4pxeWOihUAPgKNEh9/f4gEwGa3jmFq+jPm7XQHz4BXTf02TRjEWGkBs9FhyNp+VMkVYx",
+	"+T15+lnhtxwzsg80RpsDCCpggRkEreQEhKqT/JMFqQfWE3yp3TtdKP49Cb7UYItsWElVGzC6cEErb7Q+",
+	"Z2aA31srTbBc6Gk+AfyWIXIL23AhjjxZnxUbMyFZT353ykpFExaUdmCQ8Qm0MpYNMYzYicqQpzAselAo",
+	"gywbEp0bkfDc6Ayt/d6k/x2l3OxrM0IOvcJ5Sr2tWKEVEQNDNAitXDJH01IYo6HfUjgc0CEpnKm+Yadq",
+	"XN7EFnmujUN+gVywG++Of6CWRIEsupq2D4dxQzrv8Pjig4jxnHEuaCaTV0bnaJyg2BGic14beUoYMeFe",
+	"sh7KF1Y+LUalRaqPmMELdEweQNgLmAoMhlFhHWTMGB9D4z669w/MHO3TYxbvuR4xoRrPESSde1Tj5Vhf",
+	"O7SUIfS1iedyYTM9xrljZ9uW+rC860PRw7EwPvT3mMFROIFjnxXSQd/okXdz11c/Wci06otBYbxcmg8q",
+	"lVGowb2LyjR/4kdynt3hJEdjh6Lvuu1G6LPEuoiFPICbF2ou7lHxXIugsPPHXaMLEOfT6eHJf9I1P18e",
+	"fjk8Oz88Oj9tvEOmldUS7wsj/5TtDDKH906MPDNIDMwl+wlnDjf9aMMiwRvVg6QVhNCkHxbf7kGLkCBn",
+	"hgOqTHOhBhvA+EgomC0+CBFsdo8UUFqcYb+lgz3wyVmGjWQpzYMoXvICl5rjsS7IZqdponNUXvz30UM1",
+	"g1uDVssxcviYo7qm+WBQIrPYrH4RwuM3NsplDbnbLYLIm51OZ3uVfaAqRsn+b5VlJGS10TCSu3V1vtxl",
+	"pueNa22O2SrGXTttkEf1v6YFtNAxV9j6SVenlydnl++TNLn69PHL2fXZx8vw1Us4SZN3h2fnpydJmtQ0",
+	"NkmTk9Pz0xua2UifP+Z+RLFu0Cz8Iuev1+8VQvcBAXkZvZo9xCwR+y0kJjFn8zytOLR0h5q0m2Q3o61J",
+	"SdN5bzPvLObss7SKuu3MO4N51t0turw0+bbJMN8kEyhMsLyYYVm6cqXZT/HTveBT2iaXhSG0XM0gHgg1",
+	"KCQzs9EZS1k22oyDmzZv82zUFnqrnFZLQ4898bV07KXAuyzWcHcf5ts+a7WouIXu060X2W2yDzUln3Yp",
+	"Xe1L5uqj0HoUbugjEkcrBoqiEhuhPGYW4QEn9lYxaTWwLMPcId8gRGEw0wMlLKGmiV/s890MKe9g4HS+",
+	"KXGMErpESBeCBNrwhZJAH+xoF64VxvW3KgLIFB6HIhvWEkPd76MitxtSxPatShZRyDpGP2fu0ybdGOjN",
+	"OOgB0if2eBE1fCaxcxEENX++wm/uPmcDvHf6ARuM8HC+GgA6pDqSWQe0rtH3GrSFDIBMOBzZNW+YzC7H",
+	"jGGTJdMu9717HhMQLOLMsdeBwT8AA5cICHWRRf6dXF4HYHgAlfGD9JUS+Bm24eeQqccRDxkJ9IYMCd7u",
+	"En/XKSZtxk//uqqOVOenJ/kFZl5H7VzfuE+OL8gMY+YZLcMrJ1hvs+NtJvMh295ow2f1oPSj8qbqc+kH",
+	"zJ2vo2A21MjbS9Yyqgl3DX2qdOE1uMRWcZyjuR+WicWKpMbPDlkIhcpw72dQ7wUJuYfQjWzqVhh7vgRH",
+	"9y8jeumC714TQP9W9NAodGih1d1u73a6Kfi/7b3uBpn0DEm1unvt7V/od/rb3u1u1APuDEPR6pVqVYlp",
+	"RlujkmnljJZXkim8LMWzvqp9IDgVcWChYoEzbAk57QnMQq65LX3WsOi1ISPYCRYlZi6siYUHIYWbQK6l",
+	"yCbQ2oZroQYSP6FPPlPYJX69gQ9iMJSTw7JWsXEAWV54nR3hSJsJUNAfBbBKkboEMJbCC0GCTZYLUg80",
+	"B2CdNmzgKw9ioAjZLau8p7eG7bbT3fTNjJtCORwEz5nlhbcRocSIpu40TQpUroSZ4ncMkM8TuN70Jp/4",
+	"juLeF6Elc1FD52/n4+I8Sic30fbW2n7U5gGNbQceNGj+81h0QSPDObMFTeo4q3MuSGCI2cP6sSxsc0yL",
+	"luNZE1gf+gUTwoCq/Nxk5kVe4urFNDTTBJ6sIBRDGh0rUmAdMy4oVQXFhXJv95Im1ai5kZeZWaHpGRKO",
+	"tKUls16NYMPF5yBrGCoRq0RHtMV3lhmEHZbl5FKAgfPLlYEB3tvAqWUWftCPoGWo3zNlH0MpvBUuQ96l",
+	"rPD2WPYwMLpQfGNNrgoVJnmX1pDjmAKDz/fuiw4ErmPhkWMmeBCpHqNhUkLgfQ109bSWyNTL1jADJ89k",
+	"da/XxyYkUUu0XjK0KvtflpIvvs6ljkK53Z1GzjrtAkdXzl1CkXRIucGLFNoGdxBCzL0PMWsXOmjX6M5e",
+	"sWaB8PmjZxs+d4VXVkRfdbPl4L3+Df/up8VVTWGjrBIvmcund8fwy791foFYfS6fYpbjZvihUeX9K06D",
+	"F3inDex1OjYFZNlwKXtL0vUCwELMa4gB5RPtCoNcxwaEk/hCelIPrGeXXw7Pz07uDz+9/3xxenmzEsbF",
+	"Gkg4465ZTDXc+7rqezZaxceqrN+oIh5zLEProxTeHxFUuzmCVk8oZiZQKOFsChfiaOu9ONq6EUcb/uWT",
+	"QQ0gfy2YcoQA/dMZs7D99r2Yx767O++PmlDIclHuVTj2cK6oEV/qy0cp6/cG4YC5smrSypjSSmRMglXs",
+	"Ae+zsuCR+rXY72PmxBihrG5BX0hJ26gUinrWRRlXCnkhJQVHgw4MjvQY+UYbrj5e36Tw/vTGw9vzs+sb",
+	"MOgKo4iaQmVDpgb/TEnaK1OtVc8UK+sydS/46gIaLbvSWra9Dn8RxoEVv8e6U3DD8OXCHkD1VASOtCdq",
+	"l5/KLMRkwdZej0JqFBO/Z3KRKsfYXicR2f7hicg0ArFlh3FVFn1tLRkui6WeKyfHF+CGRheDIdRSztYH",
+	"bV1l9fBzJZENSjeZgsPjC8o405h93qpKUGROM7G0PNs3Klu1viD6k4Xr6AJKxYULptgADWRMShudQXk+",
+	"7RmaNuLIraKhXNPUgOIOoLB0Kd+oorW04KujhIZmN/Yl1QG6+r5S2PK7bd+qW3U6RjMJzRCEk5mCKi53",
+	"n3si7gLXWTFC5UIZVIoMlfUSjQ1FhznLhri50+7UIltCbCyJWeLI4dVZLQ3ZT8riUvmqxHJBfrvdae/G",
+	"NwGvx1ssF1vl3K2qNL7/lAyw4dnwig28YQUdIBReLkkpa0DroC+MddCqlfS9K1YgyJOSweaU6PsaK7FM",
+	"5+xrQbkGv1XkiNFt9phFvj+TRNjL9/LEbhzooXtEVH4vCwqFG6IBXgSOIyhtwD6IHDT9YAOjyYC9OM54",
+	"sp+c12TpWTJrf/ttKZiyb2TAEKuukKPxR8+ehN90UhgzWZAz6ekxwnan4yt5LhJPcbTTea6FbMS+hdoz",
+	"+aO5brJ4QLL/ppMu46CXPMs0bXpGWihzlz1GucGx0IWtKtlNVNaq43USF/3/3UK32k6n86f1TNVL+A2d",
+	"Ex9V1C/dr/THt3TsBRqatq5o3aq11U3T5M06S6o2LL9gd/WCenuP794oRiNG7t8rJNRepxwbzD1pJXcU",
+	"6bVtsMtD/64TIhp5aY90nn1CImNLvUcnCpkTseK38IhUuak0Pjndqjo887PnX5mg1Y1Q4maSYzeFbl6H",
+	"GjQQyllZLWWajYZg3U3hf//7fzbatyq28FWte77tovtXwf+9C60QGWotnr6MWzVwtuET5pJNKGnxcd43",
+	"AfLZHf2AZ48KWC5wD78J62hRWbj3C3Y6nYO5tkFfwS8UeV43ZA4ErzoI/cbdEvq1yXS6YSoFIu+P/HQK",
+	"F7DX+TVsIJGN8RkSCuV0kQ2RN7mx43rwW/ZjTco4m7K10Eq77DIO44uhD3+xNAstwXGUa4cq871JvQmx",
+	"lmYQXzYq9zFExj1R0X+czZZt/g0nq52It8UjHQohf6b/mH+0nc7ne4Q0p///Puy5zq9S7EyGBjyvD1ip",
+	"rrB1ZtdkQRkLqXzoYdvpbH8PggMj+UEsx0Hst/ijPnev8+vqJVU7MS3YXsPnVp2efsGbdZx0QwMgLd7Z",
+	"WWdxvQ/yBwSSIBNgUGtqWI4l0/QZ9Lc1rMr/EQTOe5z3FSa28aGg2VZeJv/DrFo9o/x6odM54nVoeYjC",
+	"3NBHNw/lU3gqG06mkeKN2kXLKvoL13yq/n9hGiIqQcuGZ2s/HlxzyDt4PSWg4fkEyBMbWKZNrCKE5WVi",
+	"ZDcoPIWgwxxoleHBraq3nxsk7bNQtiFRDBAShLOxDSM8Ew+0KuE1C3NPT0pLxDG5BGEhL3pS2BA+/GUo",
+	"tlTKEeOXrdzNXNs7lLFxp7MHbMCEaopBJ/V0axWWbooof17EmFPDvWekKbQqX4SgpWeeVijSvIFBazf+",
+	"uAfbW72k6oX/Ad4hCGuVd0hX2X7ywwPkP62E3qNbLZ4/iPP8v3NN75a84pLPXzBa+cgmNuDgbnAwXbA0",
+	"FN/FCP1Wj2QpdMODoZ8Dj0PfPrukSd8pejwXFVaHuU9au+8a4qruPYp1zeEslmtLuft27GQrIe8XJz8t",
+	"/H+e9bA+jpWPxHfT/wsAAP//VKcSJAA4AAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
