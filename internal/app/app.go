@@ -31,6 +31,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
+	"github.com/dcm-sp/acm-cluster-sp/internal/events"
 	"github.com/dcm-sp/acm-cluster-sp/internal/health"
 	"github.com/dcm-sp/acm-cluster-sp/internal/httpapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
@@ -44,6 +45,7 @@ type App struct {
 	Hub        *hub.Hub
 	Service    *clusters.Service
 	Reconciler *clusters.Reconciler
+	Publisher  *events.Publisher
 	Health     *health.Checker
 	Platforms  *Platforms
 	Registry   *prometheus.Registry
@@ -143,18 +145,41 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	a := &App{Config: cfg, Hub: h, Service: svc, Platforms: platforms, Registry: reg, log: log, restCfg: restCfg, listener: o.Listener}
-	a.Reconciler = clusters.NewReconciler(svc, nil, o.Reconciler, log)
+	var reporter clusters.Reporter
+	if cfg.NATSURL != "" {
+		naming, err := events.ResolveNaming(cfg.StatusPreset, events.Naming{Subject: cfg.StatusSubject, Type: cfg.StatusType, Source: cfg.StatusSource})
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		a.Publisher = events.New(events.Options{URL: cfg.NATSURL, ProviderName: cfg.ProviderName, Naming: naming,
+			Debounce: cfg.StatusDebounce, Registry: reg, Log: log})
+		reporter = a.Publisher
+	} else {
+		log.Warn("natsURL is not set: status events are disabled")
+	}
+	a.Reconciler = clusters.NewReconciler(svc, reporter, o.Reconciler, log)
+	if a.Publisher != nil {
+		a.Publisher.OnDelivered(func(id string, st status.Status) {
+			if st == status.Deleted {
+				a.Reconciler.Enqueue(id) // the status finalizer can go now
+			}
+		})
+	}
 
 	interval := o.HealthInterval
 	if interval == 0 {
 		interval = 10 * time.Second
 	}
-	a.Health = health.New([]health.Check{
+	checks := []health.Check{
 		health.HubCheck(h, 3*interval+5*time.Second),
 		health.HyperShiftCheck(h, cfg.HypershiftNamespace),
 		health.PlatformCheck("kubevirt", platforms.KubeVirtState),
 		health.PlatformCheck("baremetal", platforms.BareMetalState),
-	}, health.Options{Interval: interval, Ready: h.Synced})
+	}
+	if a.Publisher != nil {
+		checks = append(checks, health.InformationalCheck("nats", a.Publisher.Connected))
+	}
+	a.Health = health.New(checks, health.Options{Interval: interval, Ready: h.Synced})
 	a.server = httpapi.NewServer(svc, a.Health, log)
 
 	a.mgr, err = ctrl.NewManager(restCfg, ctrl.Options{
@@ -176,6 +201,11 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	if err := a.mgr.Add(a.Reconciler); err != nil {
 		return nil, err
+	}
+	if a.Publisher != nil {
+		if err := a.mgr.Add(a.Publisher); err != nil {
+			return nil, err
+		}
 	}
 	return a, nil
 }
@@ -216,6 +246,12 @@ func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a.Hub.Start(ctx)
+	if a.Publisher != nil {
+		// Every replica connects (the health check reports it); only the leader publishes.
+		if err := a.Publisher.Connect(); err != nil {
+			return err
+		}
+	}
 
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
 	errs := make(chan error, 3)

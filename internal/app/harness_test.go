@@ -28,7 +28,7 @@ var testHub *devhub.Hub
 // (pagination and benchmarks need objects, not a timeline).
 var (
 	simNamespaces   = []string{"clusters", "restricted", "faults", "events", "leader"}
-	noSimNamespaces = []string{"pages", "bench"}
+	noSimNamespaces = []string{"pages", "bench", "benchev"}
 )
 
 func TestMain(m *testing.M) {

@@ -28,6 +28,10 @@ type Reporter interface {
 	Report(id string, st status.Status, message string)
 	// Delivered reports whether the bus has acknowledged this status for the instance.
 	Delivered(id string, st status.Status) bool
+	// Resync makes the next reports be published again even if unchanged (periodic full re-publish).
+	Resync()
+	// Forget drops an instance whose deletion is complete.
+	Forget(id string)
 }
 
 // ReconcilerOptions tune the Reconciler.
@@ -120,6 +124,9 @@ func (r *Reconciler) Start(ctx context.Context) error {
 func (r *Reconciler) NeedLeaderElection() bool { return true }
 
 func (r *Reconciler) resync(ctx context.Context) {
+	if r.reporter != nil {
+		r.reporter.Resync()
+	}
 	for _, id := range r.hub.Index().IDs() {
 		r.queue.Add(id)
 	}
@@ -220,6 +227,9 @@ func (r *Reconciler) forget(id string) {
 	delete(r.seen, id)
 	delete(r.kacDone, id)
 	r.mu.Unlock()
+	if r.reporter != nil {
+		r.reporter.Forget(id)
+	}
 }
 
 // cleanup deletes what the SP created for an instance and the operator leaves behind on a bare hub: the

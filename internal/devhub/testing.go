@@ -10,16 +10,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // RunTests is a TestMain body: it starts one hub for the whole test package, hands it to set, runs the tests,
 // runs the cleanup set returned (stopping whatever still talks to the hub) and stops the hub. Tests isolate
 // themselves with NewNamespace rather than restarting the control plane.
 func RunTests(m *testing.M, opts Options, set func(*Hub) (cleanup func())) int {
-	if opts.Log == nil && os.Getenv("DEVHUB_VERBOSE") != "" {
-		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if os.Getenv("DEVHUB_VERBOSE") != "" {
+		if opts.Log == nil {
+			opts.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		}
+	} else {
+		// client-go and controller-runtime log through process-wide loggers; keep test output to test results.
+		klog.SetLogger(logr.Discard())
+		ctrllog.SetLogger(logr.Discard())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	h, err := Start(ctx, opts)

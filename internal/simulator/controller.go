@@ -227,6 +227,16 @@ func (s *Simulator) playACM(ctx context.Context, hc *hyperv1.HostedCluster, join
 }
 
 func (s *Simulator) applyDelete(ctx context.Context, hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool, d *DeletePlan) error {
+	if d.MarkStart {
+		before := hc.DeepCopy()
+		if hc.Annotations == nil {
+			hc.Annotations = map[string]string{}
+		}
+		hc.Annotations[AnnotationDeleting] = s.Now().UTC().Format(time.RFC3339Nano)
+		if err := s.Client.Patch(ctx, hc, client.MergeFrom(before)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
 	if d.DeleteNodePools {
 		for _, np := range nps {
 			if np.DeletionTimestamp == nil {

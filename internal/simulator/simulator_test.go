@@ -200,10 +200,21 @@ func TestStuckDeletion(t *testing.T) {
 	if err := hub.Client.Delete(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * TestTimeline().DeleteAfter)
-	r, still, nps := observe(t, hc)
-	if r.Status != status.Deleting || still == nil || len(nps) != 0 {
-		t.Fatalf("stuck deletion: %s, hc present %v, %d NodePools", r.Status, still != nil, len(nps))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, _, nps := observe(t, hc)
+		if len(nps) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NodePools not deleted: %d left", len(nps))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(3 * TestTimeline().DeleteAfter) // well past the point where the finalizer would have been removed
+	r, still, _ := observe(t, hc)
+	if r.Status != status.Deleting || still == nil || !controllerutilHas(still.Finalizers, meta.FinalizerHyperShift) {
+		t.Fatalf("stuck deletion: %s, hc present %v", r.Status, still != nil)
 	}
 }
 

@@ -50,6 +50,8 @@ import (
 const (
 	AnnotationFail    = "simulator.acm-cluster-sp/fail"
 	AnnotationStarted = "simulator.acm-cluster-sp/started-at" // RFC 3339 with nanoseconds; the timeline's t0
+	// AnnotationDeleting records when the simulator first saw the deletion (deletionTimestamp has whole seconds only).
+	AnnotationDeleting = "simulator.acm-cluster-sp/deleting-since"
 )
 
 // Failure modes (values of AnnotationFail).
@@ -107,6 +109,7 @@ type Plan struct {
 
 // DeletePlan is the deletion part of a Plan.
 type DeletePlan struct {
+	MarkStart           bool     // record AnnotationDeleting (the deletion clock starts now)
 	DeleteNodePools     bool     // delete the NodePools (they keep the finalizer for now)
 	ReleaseNodePools    []string // remove the finalizer from these NodePools
 	UnbindAgents        []string
@@ -412,7 +415,12 @@ func deletion(o Observed, tl Timeline, p *Plan) *DeletePlan {
 	if !controllerutilHas(hc.Finalizers, meta.FinalizerHyperShift) {
 		return d // nothing of ours left to do
 	}
-	since := o.Now.Sub(hc.DeletionTimestamp.Time)
+	began, err := time.Parse(time.RFC3339Nano, hc.Annotations[AnnotationDeleting])
+	if err != nil {
+		d.MarkStart = true
+		began = o.Now
+	}
+	since := o.Now.Sub(began)
 	if since < 0 {
 		since = 0
 	}

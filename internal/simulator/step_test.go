@@ -184,6 +184,10 @@ func TestStepDeletion(t *testing.T) {
 		w.hc.DeletionTimestamp = ptr.To(metav1.NewTime(del))
 
 		p := Step(Observed{HC: w.hc, NodePools: w.nps, Now: del}, tl)
+		if p.Delete == nil || !p.Delete.MarkStart {
+			t.Fatalf("%q: deletion start not recorded", mode)
+		}
+		w.hc.Annotations[AnnotationDeleting] = del.Format(time.RFC3339Nano)
 		if p.Delete == nil || !p.Delete.DeleteNodePools || len(p.Delete.ReleaseNodePools) != 0 || p.Delete.RemoveHCFinalizer || !p.Delete.CloudResourcesClean {
 			t.Fatalf("%q: deletion start plan %+v", mode, p.Delete)
 		}

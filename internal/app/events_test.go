@@ -1,0 +1,304 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/config"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/events"
+	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/simulator"
+)
+
+// eventsConfig is testConfig with status events on natsURL (200 ms debounce, to keep the tests short).
+func eventsConfig(namespace, provider, natsURL string) config.Config {
+	cfg := testConfig(namespace)
+	cfg.ProviderName = provider
+	cfg.NATSURL = natsURL
+	cfg.StatusDebounce = 200 * time.Millisecond
+	return cfg
+}
+
+// statusStream reads one instance's events and collapses repeated statuses.
+type statusStream struct {
+	t      testing.TB
+	r      *devhub.EventReader
+	events []cloudevents.Event
+}
+
+func watchEvents(t testing.TB, natsURL, provider, id string) *statusStream {
+	t.Helper()
+	r, err := devhub.NewEventReader(context.Background(), natsURL, fmt.Sprintf("dcm.providers.%s.cluster.instances.%s.status", provider, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return &statusStream{t: t, r: r}
+}
+
+// until reads events until one has the status, and returns the collapsed status sequence so far.
+func (s *statusStream) until(status string, within time.Duration) ([]string, events.Data) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		ev, ok, err := s.r.Next(200 * time.Millisecond)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if !ok {
+			continue
+		}
+		s.events = append(s.events, ev)
+		if d := eventData(s.t, ev); d.Status == status {
+			return s.statuses(), d
+		}
+	}
+	s.t.Fatalf("no %s event within %v; saw %v", status, within, s.statuses())
+	return nil, events.Data{}
+}
+
+func (s *statusStream) statuses() []string {
+	var out []string
+	for _, ev := range s.events {
+		st := eventData(s.t, ev).Status
+		if len(out) == 0 || out[len(out)-1] != st {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func eventData(t testing.TB, ev cloudevents.Event) events.Data {
+	var d events.Data
+	if err := ev.DataAs(&d); err != nil {
+		t.Fatalf("event data: %v", err)
+	}
+	return d
+}
+
+// failMode sets the simulator's failure-injection annotation on a cluster's HostedCluster.
+func failMode(t testing.TB, namespace, name, mode string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, simulator.AnnotationFail, mode)
+	hc := &hyperv1.HostedCluster{}
+	hc.Namespace, hc.Name = namespace, name
+	if err := testHub.Client.Patch(context.Background(), hc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A cluster's events arrive in order PENDING → PROVISIONING → READY, and DELETE yields DELETING then DELETED;
+// each is a CloudEvent with the instance id in its data, parsed by the SDK from a plain JetStream consumer.
+func TestStatusEventsLifecycle(t *testing.T) {
+	sp := startSP(t, eventsConfig("events", "sp-events", testHub.NATSURL), Options{})
+	name := uniqueName("ev")
+	id := "inst-" + name
+	stream := watchEvents(t, testHub.NATSURL, "sp-events", id)
+	if code, _, raw := sp.create(t, id, kubevirtBody(name, 2)); code != http.StatusCreated {
+		t.Fatalf("%d %s", code, raw)
+	}
+	seq, d := stream.until("READY", 30*time.Second)
+	if strings.Join(seq, ",") != "PENDING,PROVISIONING,READY" || d.ID != id || !strings.Contains(d.Message, "workers 2/2 ready") {
+		t.Fatalf("sequence %v, last %+v", seq, d)
+	}
+	ev := stream.events[len(stream.events)-1]
+	if ev.Type() != "dcm.providers.sp-events.status.update" || ev.Source() != "sp-events" || ev.Subject() != "dcm.providers.sp-events.cluster.instances."+id+".status" {
+		t.Fatalf("event attributes %s", ev)
+	}
+	// The event and a GET agree (one status function).
+	if _, c := sp.get(t, id); string(c.Status) != d.Status || c.StatusMessage != d.Message {
+		t.Fatalf("GET says %s %q, the event %s %q", c.Status, c.StatusMessage, d.Status, d.Message)
+	}
+	if resp, err := sp.Client.DeleteClusterWithResponse(context.Background(), id, nil); err != nil || resp.StatusCode() != http.StatusNoContent {
+		t.Fatalf("DELETE: %v", err)
+	}
+	seq, _ = stream.until("DELETED", 30*time.Second)
+	if strings.Join(seq[len(seq)-2:], ",") != "DELETING,DELETED" {
+		t.Fatalf("deletion sequence %v", seq)
+	}
+}
+
+// Simulator failure modes surface as FAILED (with the condition's message) and UNAVAILABLE.
+func TestStatusEventsFailures(t *testing.T) {
+	sp := startSP(t, eventsConfig("events", "sp-events-fail", testHub.NATSURL), Options{})
+	cases := []struct {
+		mode, want, msgPrefix string
+	}{
+		{simulator.FailInvalidRelease, "FAILED", "ValidReleaseImage: failed to pull release image"},
+		{simulator.FailUnavailableAfterReady, "UNAVAILABLE", "Control plane unavailable:"},
+	}
+	for _, c := range cases {
+		t.Run(c.mode, func(t *testing.T) {
+			t.Parallel()
+			name := uniqueName("evf")
+			id := "inst-" + name
+			stream := watchEvents(t, testHub.NATSURL, "sp-events-fail", id)
+			if code, _, raw := sp.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
+				t.Fatalf("%d %s", code, raw)
+			}
+			failMode(t, "events", name, c.mode)
+			seq, d := stream.until(c.want, 30*time.Second)
+			if !strings.HasPrefix(d.Message, c.msgPrefix) {
+				t.Fatalf("%s message %q, want prefix %q (sequence %v)", c.want, d.Message, c.msgPrefix, seq)
+			}
+			if c.want == "UNAVAILABLE" && !containsStr(seq, "READY") {
+				t.Fatalf("UNAVAILABLE without READY before: %v", seq)
+			}
+		})
+	}
+}
+
+// A NATS outage during transitions ends with every cluster's latest status delivered.
+func TestStatusEventsSurviveNATSOutage(t *testing.T) {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	store := t.TempDir()
+	srv, err := devhub.StartNATSWith(context.Background(), devhub.NATSOptions{StoreDir: store, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := srv.ClientURL()
+	sp := startSP(t, eventsConfig("faults", "sp-outage", url), Options{})
+	var ids []string
+	for i := 0; i < 3; i++ {
+		name := uniqueName(fmt.Sprintf("out%d", i))
+		id := "inst-" + name
+		if code, _, raw := sp.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
+			t.Fatalf("%d %s", code, raw)
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		watchEvents(t, url, "sp-outage", id).until("PENDING", 10*time.Second)
+	}
+	srv.Shutdown() // the bus goes away while the clusters provision
+	srv.WaitForShutdown()
+	for _, id := range ids {
+		sp.waitStatus(t, id, "READY", 30*time.Second)
+	}
+	waitFor(t, 5*time.Second, "health reports NATS down", func() bool {
+		for _, c := range sp.App.Health.Report().Checks {
+			if c.Name == "nats" {
+				return c.Status == "unhealthy"
+			}
+		}
+		return false
+	})
+	time.Sleep(2 * time.Second)
+	srv, err = devhub.StartNATSWith(context.Background(), devhub.NATSOptions{StoreDir: store, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	for _, id := range ids {
+		seq, _ := watchEvents(t, url, "sp-outage", id).until("READY", 30*time.Second)
+		t.Logf("%s: %v", id, seq)
+	}
+}
+
+// The SP is down while a cluster's HostedCluster is being deleted; started again, it still delivers DELETED
+// (its finalizer kept the HostedCluster until then) and cleans up.
+func TestDeletedDeliveredAfterRestart(t *testing.T) {
+	cfg := eventsConfig("faults", "sp-restart", testHub.NATSURL)
+	first := launchSP(t, cfg, Options{})
+	name := uniqueName("rst")
+	id := "inst-" + name
+	stream := watchEvents(t, testHub.NATSURL, "sp-restart", id)
+	if code, _, raw := first.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
+		t.Fatalf("%d %s", code, raw)
+	}
+	stream.until("READY", 30*time.Second)
+	first.stop() // the SP goes away…
+
+	hc := &hyperv1.HostedCluster{}
+	if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "faults", Name: name}, hc); err != nil {
+		t.Fatal(err)
+	}
+	if err := testHub.Client.Delete(context.Background(), hc); err != nil { // …and the cluster is deleted meanwhile
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the operator is done and only the SP's finalizer holds the HostedCluster", func() bool {
+		if err := testHub.Client.Get(context.Background(), client.ObjectKeyFromObject(hc), hc); err != nil {
+			return false
+		}
+		return len(hc.Finalizers) == 1 && hc.Finalizers[0] == meta.FinalizerStatus
+	})
+	time.Sleep(time.Second)
+
+	startSP(t, cfg, Options{}) // the SP comes back
+	stream.until("DELETED", 30*time.Second)
+	waitFor(t, 15*time.Second, "HostedCluster gone", func() bool {
+		return testHub.Client.Get(context.Background(), client.ObjectKeyFromObject(hc), &hyperv1.HostedCluster{}) != nil
+	})
+}
+
+// Two replicas: both serve the API, only the leader publishes; when the leader stops the other takes over.
+func TestOnlyTheLeaderPublishes(t *testing.T) {
+	cfg := eventsConfig("leader", "sp-leader", testHub.NATSURL)
+	a := launchSP(t, cfg, Options{})
+	defer a.stop()
+	select {
+	case <-a.App.Elected():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the first replica was not elected")
+	}
+	b := startSP(t, cfg, Options{})
+
+	name := uniqueName("ldr")
+	id := "inst-" + name
+	stream := watchEvents(t, testHub.NATSURL, "sp-leader", id)
+	if code, _, raw := b.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated { // through the follower
+		t.Fatalf("%d %s", code, raw)
+	}
+	stream.until("READY", 30*time.Second)
+	if published(t, a.App.Registry) == 0 || published(t, b.App.Registry) != 0 {
+		t.Fatalf("leader published %v, follower %v", published(t, a.App.Registry), published(t, b.App.Registry))
+	}
+
+	a.stop()
+	select {
+	case <-b.App.Elected():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second replica did not take over")
+	}
+	name2 := uniqueName("ldr2")
+	id2 := "inst-" + name2
+	stream2 := watchEvents(t, testHub.NATSURL, "sp-leader", id2)
+	if code, _, raw := b.create(t, id2, kubevirtBody(name2, 1)); code != http.StatusCreated {
+		t.Fatalf("%d %s", code, raw)
+	}
+	stream2.until("READY", 30*time.Second)
+	if published(t, b.App.Registry) == 0 {
+		t.Fatal("the new leader published nothing")
+	}
+}
+
+// published sums acm_sp_events_published_total.
+func published(t testing.TB, reg *prometheus.Registry) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "acm_sp_events_published_total" {
+			for _, m := range mf.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}

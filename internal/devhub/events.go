@@ -1,0 +1,54 @@
+package devhub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EventReader consumes status CloudEvents from the status stream with a plain JetStream consumer and parses them
+// with the CloudEvents SDK — what a DCM-side consumer does. Tests use it.
+type EventReader struct {
+	nc   *nats.Conn
+	cons jetstream.Consumer
+}
+
+// NewEventReader reads, from the beginning of StatusStream, the messages on subject (wildcards allowed).
+func NewEventReader(ctx context.Context, url, subject string) (*EventReader, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	cons, err := js.OrderedConsumer(ctx, StatusStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &EventReader{nc: nc, cons: cons}, nil
+}
+
+// Next returns the next event, waiting up to wait; ok is false when none arrived.
+func (r *EventReader) Next(wait time.Duration) (ev cloudevents.Event, ok bool, err error) {
+	msg, err := r.cons.Next(jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return ev, false, nil
+	}
+	ev = cloudevents.NewEvent()
+	if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+		return ev, false, fmt.Errorf("not a CloudEvent: %w: %s", err, msg.Data())
+	}
+	return ev, true, nil
+}
+
+// Close closes the connection.
+func (r *EventReader) Close() { r.nc.Close() }
