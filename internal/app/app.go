@@ -15,19 +15,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
@@ -35,6 +29,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/health"
 	"github.com/dcm-sp/acm-cluster-sp/internal/httpapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/registration"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
 )
@@ -46,6 +41,7 @@ type App struct {
 	Service    *clusters.Service
 	Reconciler *clusters.Reconciler
 	Publisher  *events.Publisher
+	Registrar  *registration.Registrar
 	Health     *health.Checker
 	Platforms  *Platforms
 	Registry   *prometheus.Registry
@@ -54,7 +50,7 @@ type App struct {
 	restCfg  *rest.Config
 	server   *httpapi.Server
 	listener net.Listener
-	mgr      manager.Manager
+	leader   *leader
 }
 
 // Options are the non-configuration inputs of New.
@@ -68,6 +64,8 @@ type Options struct {
 	HealthInterval time.Duration
 	// Reconciler tunes the clean-up/status reconciler (tests shorten the orphan grace period).
 	Reconciler clusters.ReconcilerOptions
+	// RegistrationBackoff and RegistrationMaxBackoff override the registration retry bounds (1s, 5m; tests).
+	RegistrationBackoff, RegistrationMaxBackoff time.Duration
 }
 
 // New assembles the SP; nothing runs until Run.
@@ -111,9 +109,13 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		sshKey = strings.TrimSpace(string(data))
 	}
 
+	interval := o.HealthInterval
+	if interval == 0 {
+		interval = 10 * time.Second
+	}
 	h, err := hub.New(restCfg, hub.Options{
 		Namespace: cfg.Namespace, AgentNamespace: cfg.AgentNamespace, HypershiftNamespace: cfg.HypershiftNamespace,
-		DiscoveryTimeout: 5 * time.Second, Log: log,
+		DiscoveryInterval: interval, DiscoveryTimeout: 5 * time.Second, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -166,10 +168,29 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		})
 	}
 
-	interval := o.HealthInterval
-	if interval == 0 {
-		interval = 10 * time.Second
+	if cfg.RegistrationURL != "" {
+		a.Registrar, err = registration.New(registration.Options{
+			RegistryURL: cfg.RegistrationURL, Name: cfg.ProviderName, DisplayName: cfg.DisplayName, ProviderID: cfg.ProviderID,
+			Endpoint: strings.TrimSuffix(cfg.APIHost, "/") + "/api/v1alpha1/clusters",
+			Capabilities: func(ctx context.Context) registration.Capabilities {
+				return registration.Capabilities{Platforms: platforms.Available(), KubernetesVersions: svc.KubernetesVersions(ctx)}
+			},
+			MinBackoff: o.RegistrationBackoff, MaxBackoff: o.RegistrationMaxBackoff,
+			Registry: reg, Log: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		h.OnKindChange(func(kind string) {
+			if kind == "clusterimagesets" || kind == "supported-versions" {
+				a.Registrar.Trigger()
+			}
+		})
+		platforms.OnChange(a.Registrar.Trigger)
+	} else {
+		log.Info("registrationURL is not set: not registering with DCM")
 	}
+
 	checks := []health.Check{
 		health.HubCheck(h, 3*interval+5*time.Second),
 		health.HyperShiftCheck(h, cfg.HypershiftNamespace),
@@ -179,33 +200,22 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if a.Publisher != nil {
 		checks = append(checks, health.InformationalCheck("nats", a.Publisher.Connected))
 	}
+	if a.Registrar != nil {
+		checks = append(checks, health.InformationalCheck("registration", a.Registrar.Status))
+	}
 	a.Health = health.New(checks, health.Options{Interval: interval, Ready: h.Synced})
 	a.server = httpapi.NewServer(svc, a.Health, log)
 
-	a.mgr, err = ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                        hub.Scheme(),
-		Logger:                        logr.FromSlogHandler(log.Handler()),
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		LeaderElection:                cfg.LeaderElection,
-		LeaderElectionID:              cfg.ProviderName + "-leader",
-		LeaderElectionNamespace:       cfg.LeaseNamespace(),
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 ptr.To(cfg.LeaseDuration),
-		RenewDeadline:                 ptr.To(cfg.LeaseDuration * 2 / 3),
-		RetryPeriod:                   ptr.To(cfg.LeaseDuration / 5),
-		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	a.leader, err = newLeader(restCfg, cfg.LeaderElection, cfg.ProviderName+"-leader", cfg.LeaseNamespace(), cfg.LeaseDuration, log)
 	if err != nil {
 		return nil, fmt.Errorf("leader election: %w", err)
 	}
-	if err := a.mgr.Add(a.Reconciler); err != nil {
-		return nil, err
-	}
+	a.leader.add(a.Reconciler)
 	if a.Publisher != nil {
-		if err := a.mgr.Add(a.Publisher); err != nil {
-			return nil, err
-		}
+		a.leader.add(a.Publisher)
+	}
+	if a.Registrar != nil {
+		a.leader.add(a.Registrar)
 	}
 	return a, nil
 }
@@ -231,8 +241,11 @@ func (a *App) Listen() error {
 	return nil
 }
 
-// Elected is closed when this instance becomes the leader (or at once without leader election).
-func (a *App) Elected() <-chan struct{} { return a.mgr.Elected() }
+// Elected is closed when this instance first becomes the leader (at once without leader election).
+func (a *App) Elected() <-chan struct{} { return a.leader.Elected() }
+
+// Leading reports whether this instance runs the leader-only tasks now.
+func (a *App) Leading() bool { return a.leader.Leading() }
 
 // Run serves until ctx ends: hub caches, HTTP API, health checks, and — on the leader — the reconciler.
 func (a *App) Run(ctx context.Context) error {
@@ -273,9 +286,7 @@ func (a *App) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := a.mgr.Start(ctx); err != nil {
-			errs <- fmt.Errorf("leader election / reconciler: %w", err)
-		}
+		a.leader.run(ctx)
 	}()
 	a.log.Info("serving", "address", a.listener.Addr().String(), "namespace", a.Config.Namespace, "platformsEnabled", a.Config.EnabledPlatforms)
 
@@ -289,6 +300,9 @@ func (a *App) Run(ctx context.Context) error {
 	defer stop()
 	_ = srv.Shutdown(shutdownCtx)
 	wg.Wait()
+	if a.Publisher != nil {
+		a.Publisher.Close()
+	}
 	return runErr
 }
 

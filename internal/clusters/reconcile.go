@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -53,7 +54,7 @@ type Reconciler struct {
 	hub      *hub.Hub
 	reporter Reporter
 	opts     ReconcilerOptions
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    atomic.Pointer[workqueue.TypedRateLimitingInterface[string]] // set while Start runs (a leadership term)
 	log      *slog.Logger
 
 	mu      sync.Mutex
@@ -61,7 +62,8 @@ type Reconciler struct {
 	kacDone map[string]bool
 }
 
-// NewReconciler wires a Reconciler to the hub's index; events queue up until Start.
+// NewReconciler wires a Reconciler to the hub's index. Changes are handled while Start runs; each Start begins
+// with a full resync, so nothing that changed in between is missed.
 func NewReconciler(svc *Service, reporter Reporter, opts ReconcilerOptions, log *slog.Logger) *Reconciler {
 	if opts.Workers == 0 {
 		opts.Workers = 4
@@ -77,24 +79,31 @@ func NewReconciler(svc *Service, reporter Reporter, opts ReconcilerOptions, log 
 	}
 	r := &Reconciler{
 		svc: svc, hub: svc.hub, reporter: reporter, opts: opts, log: log,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusters"}),
 		seen: map[string]bool{}, kacDone: map[string]bool{},
 	}
 	svc.hub.Index().OnChange(r.Enqueue)
 	return r
 }
 
-// Enqueue schedules an instance for reconciliation.
-func (r *Reconciler) Enqueue(id string) { r.queue.Add(id) }
+// Enqueue schedules an instance for reconciliation (a no-op while not running: the next Start resyncs).
+func (r *Reconciler) Enqueue(id string) {
+	if q := r.queue.Load(); q != nil {
+		(*q).Add(id)
+	}
+}
 
-// Start runs the workers until ctx ends. It first re-evaluates every known instance (start-up publish).
+// Start runs the workers until ctx ends. It first re-evaluates every known instance (start-up publish). It may be
+// called again after it returned (a new leadership term).
 func (r *Reconciler) Start(ctx context.Context) error {
-	defer r.queue.ShutDown()
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusters"})
+	defer q.ShutDown()
 	if !r.hub.WaitForSync(ctx) {
 		return ctx.Err()
 	}
+	r.queue.Store(&q)
+	defer r.queue.Store(nil)
 	r.log.Info("reconciler: started", "clusters", r.hub.Index().Len())
 	r.resync(ctx)
 	var wg sync.WaitGroup
@@ -102,7 +111,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for r.processNext(ctx) {
+			for r.processNext(ctx, q) {
 			}
 		}()
 	}
@@ -111,7 +120,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			r.queue.ShutDown()
+			q.ShutDown()
 			wg.Wait()
 			return nil
 		case <-t.C:
@@ -120,35 +129,32 @@ func (r *Reconciler) Start(ctx context.Context) error {
 	}
 }
 
-// NeedLeaderElection makes the Reconciler a leader-only runnable.
-func (r *Reconciler) NeedLeaderElection() bool { return true }
-
 func (r *Reconciler) resync(ctx context.Context) {
 	if r.reporter != nil {
 		r.reporter.Resync()
 	}
 	for _, id := range r.hub.Index().IDs() {
-		r.queue.Add(id)
+		r.Enqueue(id)
 	}
 	r.sweepOrphans(ctx)
 }
 
-func (r *Reconciler) processNext(ctx context.Context) bool {
-	id, shutdown := r.queue.Get()
+func (r *Reconciler) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
+	id, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer r.queue.Done(id)
+	defer q.Done(id)
 	requeue, err := r.reconcile(ctx, id)
 	switch {
 	case err != nil:
 		r.log.Warn("reconcile failed; retrying", "id", id, "error", err)
-		r.queue.AddRateLimited(id)
+		q.AddRateLimited(id)
 	case requeue > 0:
-		r.queue.Forget(id)
-		r.queue.AddAfter(id, requeue)
+		q.Forget(id)
+		q.AddAfter(id, requeue)
 	default:
-		r.queue.Forget(id)
+		q.Forget(id)
 	}
 	return true
 }

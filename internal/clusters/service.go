@@ -264,16 +264,36 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) error {
 	return nil
 }
 
-func (s *Service) resolveVersion(ctx context.Context, requested string) (versions.Resolution, error) {
+// catalog is the hub's provisionable releases: its ClusterImageSets, filtered by the operator's supported versions
+// and the version matrix. Creates resolve against it and registration advertises its Kubernetes minors.
+func (s *Service) catalog(ctx context.Context) (versions.Catalog, error) {
 	sets, err := s.hub.ImageSets(ctx)
 	if err != nil {
-		return versions.Resolution{}, internal(err, "reading ClusterImageSets")
+		return versions.Catalog{}, internal(err, "reading ClusterImageSets")
 	}
 	supported, ok := s.hub.SupportedVersions(ctx)
 	if !ok {
 		supported = nil
 	}
-	res, err := versions.NewCatalog(s.cfg.Matrix, sets, supported).Resolve(requested)
+	return versions.NewCatalog(s.cfg.Matrix, sets, supported), nil
+}
+
+// KubernetesVersions lists the Kubernetes minors this hub can provision now (registration capabilities).
+func (s *Service) KubernetesVersions(ctx context.Context) []string {
+	c, err := s.catalog(ctx)
+	if err != nil {
+		s.log.Warn("cannot compute the supported Kubernetes versions", "error", err)
+		return nil
+	}
+	return c.KubernetesMinors()
+}
+
+func (s *Service) resolveVersion(ctx context.Context, requested string) (versions.Resolution, error) {
+	cat, err := s.catalog(ctx)
+	if err != nil {
+		return versions.Resolution{}, err
+	}
+	res, err := cat.Resolve(requested)
 	switch {
 	case errors.Is(err, versions.ErrInvalid):
 		return res, &Error{Kind: KindInvalid, Message: "version: " + strings.TrimPrefix(err.Error(), versions.ErrInvalid.Error()+": "), Fields: []FieldError{{"version", "not a Kubernetes or OpenShift version"}}}

@@ -177,7 +177,3 @@ func (h *Hub) Stop() error {
 	}
 	return errors.Join(errs...)
 }
-
-// StopAPIServer stops only kube-apiserver (fault tests: "the hub's API server is stopped"); etcd keeps running.
-// envtest cannot restart it with the same certificates, so a test calls this last on its hub.
-func (h *Hub) StopAPIServer() error { return h.env.ControlPlane.APIServer.Stop() }

@@ -95,7 +95,7 @@ type entry struct {
 type Publisher struct {
 	o     Options
 	log   *slog.Logger
-	queue workqueue.TypedRateLimitingInterface[string]
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[string]] // set while Start runs (a leadership term)
 	m     *metrics
 
 	conn     atomic.Pointer[nats.Conn]
@@ -131,9 +131,6 @@ func New(o Options) *Publisher {
 	}
 	p := &Publisher{
 		o: o, log: o.Log, entries: map[string]*entry{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.RetryMin, o.RetryMax),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "events"}),
 	}
 	p.m = newMetrics(o.Registry, p.pendingCount)
 	return p
@@ -221,11 +218,20 @@ func (p *Publisher) Report(id string, st status.Status, message string) {
 	}
 	p.mu.Unlock()
 	if !scheduled {
-		if delay > 0 {
-			p.queue.AddAfter(id, delay)
-		} else {
-			p.queue.Add(id)
-		}
+		p.add(id, delay)
+	}
+}
+
+// add schedules an instance's publish (a no-op while not running: Start picks up everything pending).
+func (p *Publisher) add(id string, after time.Duration) {
+	q := p.queue.Load()
+	if q == nil {
+		return
+	}
+	if after > 0 {
+		(*q).AddAfter(id, after)
+	} else {
+		(*q).Add(id)
 	}
 }
 
@@ -265,9 +271,12 @@ func (p *Publisher) retryNow() {
 		}
 	}
 	p.mu.Unlock()
+	q := p.queue.Load()
 	for _, id := range ids {
-		p.queue.Forget(id)
-		p.queue.Add(id)
+		if q != nil {
+			(*q).Forget(id)
+		}
+		p.add(id, 0)
 	}
 }
 
@@ -283,35 +292,42 @@ func (p *Publisher) pendingCount() float64 {
 	return float64(n)
 }
 
-// Start publishes until ctx ends, then tries (bounded) to deliver what is still pending and drains the connection.
-// It runs on the leader only.
+// Start publishes until ctx ends, then tries (bounded) to deliver what is still pending. It runs on the leader
+// only, and may be called again after it returned (a new leadership term).
 func (p *Publisher) Start(ctx context.Context) error {
 	if p.conn.Load() == nil {
 		if err := p.Connect(); err != nil {
 			return err
 		}
 	}
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.o.RetryMin, p.o.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "events"})
+	p.queue.Store(&q)
+	p.retryNow() // whatever is pending from before this term
 	var wg sync.WaitGroup
 	for i := 0; i < p.o.Workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for p.processNext() {
+			for p.processNext(q) {
 			}
 		}()
 	}
 	<-ctx.Done()
 	p.flush(5 * time.Second)
-	p.queue.ShutDown()
+	p.queue.Store(nil)
+	q.ShutDown()
 	wg.Wait()
-	if nc := p.conn.Load(); nc != nil {
-		_ = nc.Drain()
-	}
 	return nil
 }
 
-// NeedLeaderElection makes the publisher leader-only: one replica publishes.
-func (p *Publisher) NeedLeaderElection() bool { return true }
+// Close drains and closes the NATS connection (process shutdown).
+func (p *Publisher) Close() {
+	if nc := p.conn.Load(); nc != nil {
+		_ = nc.Drain()
+	}
+}
 
 // flush tries once more to publish every pending status, within the deadline.
 func (p *Publisher) flush(within time.Duration) {
@@ -333,19 +349,19 @@ func (p *Publisher) flush(within time.Duration) {
 	}
 }
 
-func (p *Publisher) processNext() bool {
-	id, shutdown := p.queue.Get()
+func (p *Publisher) processNext(q workqueue.TypedRateLimitingInterface[string]) bool {
+	id, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer p.queue.Done(id)
+	defer q.Done(id)
 	switch p.publishPending(id) {
 	case errNothing:
 	case nil:
-		p.queue.Forget(id)
+		q.Forget(id)
 	default:
 		p.m.retried.Inc()
-		p.queue.AddRateLimited(id)
+		q.AddRateLimited(id)
 	}
 	return true
 }
@@ -362,7 +378,7 @@ func (p *Publisher) publishPending(id string) error {
 	}
 	if wait := time.Until(e.dueAt); wait > 0 {
 		p.mu.Unlock()
-		p.queue.AddAfter(id, wait) // the debounce window has not ended yet
+		p.add(id, wait) // the debounce window has not ended yet
 		return errNothing
 	}
 	s := *e.pending
@@ -389,7 +405,7 @@ func (p *Publisher) publishPending(id string) error {
 	listeners := p.delivered
 	p.mu.Unlock()
 	if superseded {
-		p.queue.AddAfter(id, p.o.Debounce)
+		p.add(id, p.o.Debounce)
 	}
 	for _, f := range listeners {
 		f(id, status.Status(s.status))

@@ -174,6 +174,28 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 
 func ptrTrue() *bool { t := true; return &t }
 
+// restMapper maps the kinds the caches watch to their resources. It is static (their scopes and plurals are part
+// of their APIs), so building the hub access contacts nothing: an SP started while the hub is unreachable comes up,
+// reports unhealthy, and starts its informers once the hub answers.
+func restMapper() apimeta.RESTMapper {
+	m := apimeta.NewDefaultRESTMapper(nil)
+	add := func(gvk schema.GroupVersionKind, plural string, scope apimeta.RESTScope) {
+		m.AddSpecific(gvk, gvk.GroupVersion().WithResource(plural), gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind)), scope)
+	}
+	core := schema.GroupVersion{Version: "v1"}
+	add(core.WithKind("Secret"), "secrets", apimeta.RESTScopeNamespace)
+	add(core.WithKind("ConfigMap"), "configmaps", apimeta.RESTScopeNamespace)
+	add(core.WithKind("Namespace"), "namespaces", apimeta.RESTScopeRoot)
+	add(appsv1.SchemeGroupVersion.WithKind("Deployment"), "deployments", apimeta.RESTScopeNamespace)
+	add(hyperv1.GroupVersion.WithKind("HostedCluster"), "hostedclusters", apimeta.RESTScopeNamespace)
+	add(hyperv1.GroupVersion.WithKind("NodePool"), "nodepools", apimeta.RESTScopeNamespace)
+	add(schema.GroupVersionKind{Group: clusterv1.GroupName, Version: "v1", Kind: "ManagedCluster"}, "managedclusters", apimeta.RESTScopeRoot)
+	add(ClusterImageSetGVK, "clusterimagesets", apimeta.RESTScopeRoot)
+	add(AgentGVK, "agents", apimeta.RESTScopeNamespace)
+	add(InfraEnvGVK, "infraenvs", apimeta.RESTScopeNamespace)
+	return m
+}
+
 func mustExists(key string) labels.Requirement {
 	r, err := labels.NewRequirement(key, "exists", nil)
 	if err != nil {

@@ -1,0 +1,323 @@
+package health_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/app"
+	"github.com/dcm-sp/acm-cluster-sp/internal/config"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
+)
+
+// These tests break the hub (CRDs removed, a hanging and a stopped API server endpoint), so they have a hub of
+// their own. The SP reaches the API server through a loopback proxy that can hang or refuse.
+var hub *devhub.Hub
+
+func TestMain(m *testing.M) {
+	os.Exit(devhub.RunTests(m, devhub.Options{}, func(h *devhub.Hub) func() { hub = h; return nil }))
+}
+
+type sp struct {
+	url  string
+	a    *app.App
+	stop func()
+}
+
+// startSP runs an SP whose hub connection goes through a pausable loopback proxy.
+func startSP(t *testing.T, px *proxy) *sp {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.Namespace, cfg.AgentNamespace, cfg.DefaultInfraEnvName = "clusters", "hardware-inventory", "production-infraenv"
+	cfg.ListenAddress = "127.0.0.1:0"
+	cfg.PullSecret = base64.StdEncoding.EncodeToString([]byte(`{"auths":{"x":{"auth":"eDp5"}}}`))
+	cfg.ProviderName = "sp-health"
+	cfg.NATSURL = hub.NATSURL
+	cfg.LeaseDuration = 2 * time.Second
+	restCfg := rest.CopyConfig(hub.Config)
+	restCfg.Host = "https://" + px.addr
+	a, err := app.New(&cfg, app.Options{RestConfig: restCfg, HealthInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = a.Run(ctx); close(done) }()
+	s := &sp{url: "http://" + a.Addr(), a: a, stop: func() { cancel(); <-done }}
+	t.Cleanup(s.stop)
+	waitHealth(t, s, 30*time.Second, func(h api.Health) bool { return h.Status == "healthy" })
+	return s
+}
+
+// health GETs a health path and checks it answers 200 within one second.
+func (s *sp) health(t *testing.T, path string) (api.Health, time.Duration) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	start := time.Now()
+	resp, err := c.Get(s.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d", path, resp.StatusCode)
+	}
+	if took > time.Second {
+		t.Fatalf("%s took %v (must answer within 1s)", path, took)
+	}
+	var h api.Health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return h, took
+}
+
+func (s *sp) readyz(t *testing.T) int {
+	resp, err := http.Get(s.url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func waitHealth(t *testing.T, s *sp, within time.Duration, cond func(api.Health) bool) api.Health {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		h, _ := s.health(t, "/api/v1alpha1/clusters/health")
+		if cond(h) {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health not as expected after %v: %+v", within, h)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func check(h api.Health, name string) api.HealthCheck {
+	for _, c := range h.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return api.HealthCheck{}
+}
+
+// The tests run in this order; the last one takes the SP's API server endpoint away for good.
+func TestHealth(t *testing.T) {
+	u, err := url.Parse(hub.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := startProxy(t, u.Host)
+	s := startSP(t, px)
+
+	t.Run("healthy on the local hub", func(t *testing.T) {
+		var bodies []string
+		for _, path := range []string{"/health", "/api/v1alpha1/health", "/api/v1alpha1/clusters/health"} {
+			h, _ := s.health(t, path)
+			if h.Status != "healthy" || h.Version == "" || strings.Contains(h.Version, "$Format") {
+				t.Fatalf("%s: %+v", path, h)
+			}
+			for _, name := range []string{"hub", "hypershift", "kubevirt", "baremetal", "nats"} {
+				c := check(h, name)
+				if c.Status != "healthy" || c.Message == "" || c.AgeSeconds == nil {
+					t.Fatalf("%s check %q: %+v", path, name, c)
+				}
+			}
+			if !strings.Contains(check(h, "baremetal").Message, "1 InfraEnvs, 10 Agents in hardware-inventory") {
+				t.Errorf("baremetal message %q", check(h, "baremetal").Message)
+			}
+			h.Uptime, h.Checks = 0, nil
+			b, _ := json.Marshal(h)
+			bodies = append(bodies, string(b))
+		}
+		if bodies[0] != bodies[1] || bodies[1] != bodies[2] {
+			t.Fatalf("the three health paths differ: %v", bodies)
+		}
+		if s.readyz(t) != http.StatusOK {
+			t.Fatal("/readyz not 200 while healthy")
+		}
+	})
+
+	t.Run("a removed CRD makes it unhealthy", func(t *testing.T) {
+		for _, c := range []struct{ crd, check, msg string }{
+			{"virtualmachines.kubevirt.io", "kubevirt", "kubevirt.io/v1 is not served"},
+			{"agents.agent-install.openshift.io", "baremetal", "no longer served"},
+			{"nodepools.hypershift.openshift.io", "hypershift", "not served"},
+		} {
+			deleteCRD(t, c.crd)
+			h := waitHealth(t, s, 20*time.Second, func(h api.Health) bool { return check(h, c.check).Status == "unhealthy" })
+			if h.Status != "unhealthy" || !strings.Contains(check(h, c.check).Message, c.msg) {
+				t.Fatalf("after deleting %s: %+v", c.crd, h)
+			}
+			if s.readyz(t) != http.StatusServiceUnavailable {
+				t.Fatalf("/readyz not 503 after deleting %s", c.crd)
+			}
+			// Put it back: healthy again.
+			if err := devhub.InstallCRDs(context.Background(), hub.Client); err != nil {
+				t.Fatal(err)
+			}
+			waitHealth(t, s, 20*time.Second, func(h api.Health) bool { return h.Status == "healthy" })
+		}
+	})
+
+	t.Run("a hanging hub: answers within 1s, then unhealthy", func(t *testing.T) {
+		px.pause()
+		h := waitHealth(t, s, 20*time.Second, func(h api.Health) bool { return check(h, "hub").Status == "unhealthy" })
+		if h.Status != "unhealthy" {
+			t.Fatalf("%+v", h)
+		}
+		t.Logf("hub check while hanging: %q", check(h, "hub").Message)
+		if s.readyz(t) != http.StatusServiceUnavailable {
+			t.Fatal("/readyz not 503 while the hub hangs")
+		}
+		px.resume()
+		waitHealth(t, s, 30*time.Second, func(h api.Health) bool { return h.Status == "healthy" })
+	})
+
+	t.Run("the API server stopped: answers within 1s, unhealthy", func(t *testing.T) {
+		px.stop() // the SP's API server endpoint now refuses connections
+		h := waitHealth(t, s, 20*time.Second, func(h api.Health) bool { return check(h, "hub").Status == "unhealthy" })
+		if !strings.Contains(check(h, "hub").Message, "unreachable") && !strings.Contains(check(h, "hub").Message, "no answer") {
+			t.Fatalf("hub check message %q", check(h, "hub").Message)
+		}
+		if s.readyz(t) != http.StatusServiceUnavailable {
+			t.Fatal("/readyz not 503 with the API server stopped")
+		}
+		// The lease cannot be renewed: the replica steps down, but keeps serving (health, and reads from its caches).
+		deadline := time.Now().Add(15 * time.Second)
+		for s.a.Leading() {
+			if time.Now().After(deadline) {
+				t.Fatal("still leading without an API server")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if h, _ := s.health(t, "/health"); h.Status != "unhealthy" {
+			t.Fatalf("after stepping down: %+v", h)
+		}
+	})
+}
+
+func deleteCRD(t *testing.T, name string) {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	crd.Name = name
+	if err := hub.Client.Delete(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for hub.Client.Get(context.Background(), client.ObjectKey{Name: name}, crd) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("CRD %s not gone", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// proxy forwards TCP on loopback and can stall every connection (a hub that hangs rather than refuses).
+type proxy struct {
+	addr, upstream string
+	l              net.Listener
+	paused         atomic.Bool
+	mu             sync.Mutex
+	conns          []net.Conn
+}
+
+func startProxy(t *testing.T, upstream string) *proxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{addr: l.Addr().String(), upstream: upstream, l: l}
+	go p.serve()
+	t.Cleanup(func() { l.Close(); p.closeAll() })
+	return p
+}
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		go p.handle(c)
+	}
+}
+
+func (p *proxy) handle(c net.Conn) {
+	up, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, up)
+	p.mu.Unlock()
+	go p.copy(up, c)
+	p.copy(c, up)
+}
+
+// copy forwards until either side closes; while paused, bytes are held back (the peer sees a hang).
+func (p *proxy) copy(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		for p.paused.Load() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proxy) pause() { p.paused.Store(true) }
+
+// stop closes the listener and every connection: the endpoint refuses connections, as a stopped server does.
+func (p *proxy) stop() {
+	p.l.Close()
+	p.closeAll()
+}
+
+// resume lets traffic flow again; connections that hung are closed so clients reconnect cleanly.
+func (p *proxy) resume() {
+	p.closeAll()
+	p.paused.Store(false)
+}
+
+func (p *proxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}

@@ -1,0 +1,69 @@
+package health
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestChecker(t *testing.T) {
+	release := make(chan struct{})
+	c := New([]Check{
+		{Name: "fast", Run: func(context.Context) (bool, string) { return true, "fine" }},
+		{Name: "hangs", Run: func(ctx context.Context) (bool, string) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return true, "late"
+		}},
+		{Name: "side", Informational: true, Run: func(context.Context) (bool, string) { return false, "down" }},
+	}, Options{Timeout: 100 * time.Millisecond})
+	defer close(release)
+
+	// Before the first round nothing is known: unhealthy, but the answer is immediate.
+	h := c.Report()
+	if h.Status != "unhealthy" || h.Checks[0].Message != "not checked yet" {
+		t.Fatalf("before checks: %+v", h)
+	}
+	start := time.Now()
+	c.RunOnce(context.Background())
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a round took %v: the hanging check was not bounded", took)
+	}
+	h = c.Report()
+	byName := map[string]string{}
+	for _, ch := range h.Checks {
+		byName[ch.Name] = string(ch.Status) + ": " + ch.Message
+	}
+	if byName["fast"] != "healthy: fine" || !strings.HasPrefix(byName["hangs"], "unhealthy: no answer within 100ms") || byName["side"] != "unhealthy: down" {
+		t.Fatalf("checks %v", byName)
+	}
+	if h.Status != "unhealthy" || c.Ready() {
+		t.Fatalf("a failing check must make the SP unhealthy and not ready: %+v", h)
+	}
+	if h.Version == "" || h.Checks[2].Informational == nil || !*h.Checks[2].Informational {
+		t.Fatalf("report %+v", h)
+	}
+}
+
+// Informational checks never decide the status; the extra readiness condition gates /readyz only.
+func TestInformationalAndReady(t *testing.T) {
+	ready := false
+	c := New([]Check{
+		{Name: "hub", Run: func(context.Context) (bool, string) { return true, "ok" }},
+		{Name: "nats", Informational: true, Run: func(context.Context) (bool, string) { return false, "disconnected" }},
+	}, Options{Ready: func() bool { return ready }})
+	c.RunOnce(context.Background())
+	if c.Report().Status != "healthy" {
+		t.Fatal("an informational failure made the SP unhealthy")
+	}
+	if c.Ready() {
+		t.Fatal("ready although the extra condition is false")
+	}
+	ready = true
+	if !c.Ready() {
+		t.Fatal("not ready although healthy and the condition holds")
+	}
+}
