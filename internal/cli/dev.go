@@ -28,6 +28,7 @@ type devOptions struct {
 	envFile    string
 	readyAfter time.Duration
 	verbose    bool
+	registry   string // "" off, "local" the loopback stand-in, else a registry URL
 }
 
 // devPullSecret is a syntactically valid, useless pull secret: the local hub never pulls anything.
@@ -62,6 +63,8 @@ the HyperShift simulator that plays the operator, and the service itself against
 	cmd.Flags().StringVar(&o.envFile, "env-file", "", "write SP_URL=, NATS_URL=, STATUS_SUBJECT= and KUBECONFIG= lines to this file once everything is ready")
 	cmd.Flags().DurationVar(&o.readyAfter, "ready-after", simulator.DevTimeline().ReadyAfter, "how long the simulated operator takes to bring a KubeVirt cluster to READY")
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "log the hub's, the simulator's and the service's progress")
+	cmd.Flags().StringVar(&o.registry, "registry", "", "register with DCM: --registry starts a loopback registry stand-in, --registry=URL uses a real one (…/api/v1alpha1)")
+	cmd.Flags().Lookup("registry").NoOptDefVal = "local"
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), loader, o, stdout, stderr) }
 	return cmd
 }
@@ -101,8 +104,35 @@ func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, st
 	if o.verbose && cfg.LogLevel == "warn" {
 		cfg.LogLevel = "info"
 	}
+	listener := listenOrAny(cfg.ListenAddress, stderr)
+	if listener == nil {
+		return fmt.Errorf("cannot listen on %s or any loopback port", cfg.ListenAddress)
+	}
+	url := "http://" + listener.Addr().String()
+	registryURL := ""
+	switch o.registry {
+	case "":
+	case "local":
+		reg, err := devhub.StartRegistry("127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer reg.Close()
+		registryURL = reg.URL
+	default:
+		registryURL = o.registry
+	}
+	if registryURL != "" {
+		cfg.RegistrationURL = registryURL
+		if cfg.APIHost == "" {
+			cfg.APIHost = url
+		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+	}
 	spLog := app.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
-	a, err := app.New(cfg, app.Options{RestConfig: hub.Config, Log: spLog, Listener: listenOrAny(cfg.ListenAddress, stderr)})
+	a, err := app.New(cfg, app.Options{RestConfig: hub.Config, Log: spLog, Listener: listener})
 	if err != nil {
 		return err
 	}
@@ -110,24 +140,38 @@ func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, st
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
-	url := "http://" + a.Addr()
 	if err := waitReady(ctx, url, done); err != nil {
 		return err
 	}
 
 	subject := statusSubjectPattern(cfg)
 	fmt.Fprintf(stdout, "\nacm-cluster-sp is running (everything up in %s)\n", time.Since(began).Round(100*time.Millisecond))
-	printBlock(stdout, [][2]string{
+	rows := [][2]string{
 		{"API", url + "/api/v1alpha1/clusters"},
 		{"Health", url + "/health"},
 		{"NATS", hub.NATSURL + "  subject " + subject},
 		{"Hub kubeconfig", hub.KubeconfigPath},
 		{"Simulator", fmt.Sprintf("KubeVirt clusters reach READY after ~%s, baremetal ~%s", tl.ReadyAfter, time.Duration(float64(tl.ReadyAfter)*tl.BareMetalFactor))},
-	})
+	}
+	if registryURL != "" {
+		rows = append(rows, [2]string{"DCM registry", registryURL + "/providers"})
+	}
+	printBlock(stdout, rows)
+	self, _ := os.Executable()
+	cli := "acm-cluster-sp"
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, self); err == nil && !strings.HasPrefix(rel, "..") {
+			cli = "./" + rel
+		}
+	}
+	server := ""
+	if url != DefaultServer {
+		server = " --server " + url
+	}
 	fmt.Fprintf(stdout, "\nTry:\n")
-	fmt.Fprintf(stdout, "  curl -s -X POST '%s/api/v1alpha1/clusters?id=demo-1' -H 'Content-Type: application/json' \\\n      -d '{\"spec\":{\"version\":\"1.30\",\"metadata\":{\"name\":\"demo\"}}}'\n", url)
+	fmt.Fprintf(stdout, "  %s clusters%s create --id demo-1 --name demo --version 1.30 && %s clusters%s wait demo-1\n", cli, server, cli, server)
 	fmt.Fprintf(stdout, "  curl -s %s/api/v1alpha1/clusters/demo-1\n", url)
-	fmt.Fprintf(stdout, "  kubectl --kubeconfig %s get hostedclusters,nodepools -n %s\n", hub.KubeconfigPath, cfg.Namespace)
+	fmt.Fprintf(stdout, "  %s --kubeconfig %s get hostedclusters,nodepools -n %s\n", filepath.Join(devhub.DefaultBinDir(), "kubectl"), hub.KubeconfigPath, cfg.Namespace)
 	if o.envFile != "" {
 		env := map[string]string{"SP_URL": url, "NATS_URL": hub.NATSURL, "STATUS_SUBJECT": subject, "KUBECONFIG": hub.KubeconfigPath}
 		if err := writeEnvFile(o.envFile, env); err != nil {

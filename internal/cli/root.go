@@ -50,6 +50,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCommand(stdout, stderr), newDevCommand(stdout, stderr))
+	root.AddCommand(newServeCommand(stdout, stderr), newDevCommand(stdout, stderr), newClustersCommand(stdout, stderr))
 	return root
 }

@@ -144,7 +144,11 @@ func (p *Publisher) Connect() error {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
 		nats.ReconnectBufSize(-1), // fail publishes fast while disconnected; they are retried from the pending state
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { p.log.Warn("NATS disconnected", "error", err) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil: our own Close/Drain
+				p.log.Warn("NATS disconnected", "error", err)
+			}
+		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			p.log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
 			p.retryNow()
