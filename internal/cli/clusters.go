@@ -96,10 +96,10 @@ func transportError(server string, err error) error {
 // createOptions are the flags of `clusters create`.
 type createOptions struct {
 	id, name, version, platform, file string
-	workers, cpu                       int
-	memory, storage, baseDomain        string
-	infraEnv                           string
-	agentLabels                        []string
+	workers, cpu                      int
+	memory, storage, baseDomain       string
+	infraEnv                          string
+	agentLabels                       []string
 }
 
 func newCreateCommand(o *clientOptions, stdout io.Writer) *cobra.Command {
