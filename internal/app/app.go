@@ -278,10 +278,14 @@ func (a *App) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		// Platform availability needs the first discovery; the health loop refreshes it afterwards.
-		if a.Hub.WaitForSync(ctx) {
-			a.Platforms.Refresh(ctx)
-		}
+		// Health runs from the start, whatever state the hub is in; once the caches have synced, platform
+		// availability and health are refreshed at once rather than at the next tick.
+		go func() {
+			if a.Hub.WaitForSync(ctx) {
+				a.Platforms.Refresh(ctx)
+				a.Health.Refresh()
+			}
+		}()
 		_ = a.Health.Run(ctx)
 	}()
 	go func() {

@@ -3,14 +3,17 @@ package app
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -164,4 +167,43 @@ func TestUnavailableBeforeSync(t *testing.T) {
 	if code, _, _ := do(t, http.MethodGet, srv.URL+"/readyz", "", nil); code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz %d before sync", code)
 	}
+}
+
+// An SP started while its hub is unreachable comes up: it is alive, not ready, and its health says why.
+func TestStartsWithoutHub(t *testing.T) {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := l.Addr().String()
+	l.Close()
+	cfg := testConfig("restricted")
+	cfg.ProviderName = "sp-nohub"
+	restCfg := rest.CopyConfig(testHub.Config)
+	restCfg.Host = "https://" + dead
+	a, err := New(&cfg, Options{RestConfig: restCfg, Log: testLogger(), HealthInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("New with an unreachable hub: %v", err)
+	}
+	if err := a.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	url := "http://" + a.Addr()
+	waitFor(t, 10*time.Second, "hub check reports the unreachable API server", func() bool {
+		for _, c := range a.Health.Report().Checks {
+			if c.Name == "hub" {
+				return strings.Contains(c.Message, "unreachable")
+			}
+		}
+		return false
+	})
+	if code, _, _ := do(t, http.MethodGet, url+"/livez", "", nil); code != http.StatusOK {
+		t.Fatalf("/livez %d", code)
+	}
+	if code, _, _ := do(t, http.MethodGet, url+"/readyz", "", nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz %d", code)
+	}
+	code, h, body := do(t, http.MethodGet, url+"/api/v1alpha1/clusters", "", nil)
+	assertProblem(t, code, h, body, http.StatusServiceUnavailable, "not synced")
 }

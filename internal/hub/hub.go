@@ -36,6 +36,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
@@ -144,6 +145,15 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub discovery: %w", err)
 	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dynamicMapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient) // lazy: discovers on first use
+	if err != nil {
+		return nil, err
+	}
+	mapper := apimeta.FirstHitRESTMapper{MultiRESTMapper: apimeta.MultiRESTMapper{restMapper(), dynamicMapper}}
 	sel := meta.Selector()
 	ns := map[string]cache.Config{opts.Namespace: {}}
 	byObject := map[client.Object]cache.ByObject{
@@ -162,6 +172,7 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	}
 	ca, err := cache.New(cfg, cache.Options{
 		Scheme:                      scheme,
+		Mapper:                      mapper,
 		ByObject:                    byObject,
 		DefaultTransform:            stripTransform,
 		ReaderFailOnMissingInformer: true,
@@ -175,8 +186,9 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 func ptrTrue() *bool { t := true; return &t }
 
 // restMapper maps the kinds the caches watch to their resources. It is static (their scopes and plurals are part
-// of their APIs), so building the hub access contacts nothing: an SP started while the hub is unreachable comes up,
-// reports unhealthy, and starts its informers once the hub answers.
+// of their APIs) and answers first, so building the hub access contacts nothing: an SP started while the hub is
+// unreachable comes up, reports unhealthy, and starts its informers once the hub answers. Anything else falls
+// through to the lazy discovery-based mapper.
 func restMapper() apimeta.RESTMapper {
 	m := apimeta.NewDefaultRESTMapper(nil)
 	add := func(gvk schema.GroupVersionKind, plural string, scope apimeta.RESTScope) {
