@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -29,35 +31,7 @@ import (
 // operator's Secret.
 func TestDesignExamplesReachReady(t *testing.T) {
 	sp := shared(t)
-	examples := map[string]string{
-		"kubevirt": `{
-  "version": "4.15",
-  "nodes": {
-    "controlPlane": {"count": 3, "cpu": 4, "memory": "16GB", "storage": "120GB"},
-    "worker": {"count": 3, "cpu": 8, "memory": "32GB", "storage": "250GB"}
-  },
-  "metadata": {"name": "dev-cluster-01"},
-  "providerHints": {"acm": {"platform": "kubevirt", "baseDomain": "example.com"}},
-  "serviceType": "cluster"
-}`,
-		"baremetal": `{
-  "version": "4.15",
-  "nodes": {
-    "controlPlane": {"count": 3, "cpu": 4, "memory": "16GB", "storage": "120GB"},
-    "worker": {"count": 3, "cpu": 8, "memory": "32GB", "storage": "250GB"}
-  },
-  "metadata": {"name": "prod-cluster-01"},
-  "providerHints": {
-    "acm": {
-      "platform": "baremetal",
-      "baseDomain": "example.com",
-      "infraEnv": "production-infraenv",
-      "agentLabels": {"location": "datacenter-1", "role": "worker"}
-    }
-  },
-  "serviceType": "cluster"
-}`,
-	}
+	examples := map[string]string{"kubevirt": readExample(t, "design-kubevirt.json"), "baremetal": readExample(t, "design-baremetal.json")}
 	for platform, body := range examples {
 		t.Run(platform, func(t *testing.T) {
 			t.Parallel()
@@ -221,6 +195,16 @@ func TestDeleteLeavesNothingBehind(t *testing.T) {
 }
 
 // leftovers lists what is still on the hub for an instance.
+// readExample reads one of the example request bodies in api/v1alpha1/examples.
+func readExample(t testing.TB, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "api", "v1alpha1", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
 func leftovers(t testing.TB, id, name string) []string {
 	ctx := context.Background()
 	var out []string

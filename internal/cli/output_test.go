@@ -4,20 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/golden"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 var fixedNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
@@ -42,24 +38,6 @@ func fixtures() []api.Cluster {
 	return []api.Cluster{ready, pending}
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run: go test ./internal/cli -run TestOutput -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run with -update and review the diff):\n--- got ---\n%s", name, got)
-	}
-}
-
 func TestOutputFormats(t *testing.T) {
 	list := fixtures()
 	for _, format := range []string{"table", "json", "yaml"} {
@@ -68,7 +46,7 @@ func TestOutputFormats(t *testing.T) {
 		if err := printList(&buf, o, list); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "list."+format, buf.Bytes())
+		golden.Assert(t, "list."+format, buf.Bytes())
 	}
 	for _, format := range []string{"", "json", "yaml"} {
 		var buf bytes.Buffer
@@ -80,7 +58,7 @@ func TestOutputFormats(t *testing.T) {
 		if name == "" {
 			name = "text"
 		}
-		golden(t, "get."+name, buf.Bytes())
+		golden.Assert(t, "get."+name, buf.Bytes())
 	}
 	var buf bytes.Buffer
 	if err := printList(&buf, &clientOptions{now: time.Now}, nil); err != nil || buf.String() != "No clusters.\n" {
@@ -111,7 +89,7 @@ func TestWaitOutput(t *testing.T) {
 	if err := waitFor(context.Background(), o, &buf, "x", "READY", time.Minute, 10*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "wait.txt", buf.Bytes())
+	golden.Assert(t, "wait.txt", buf.Bytes())
 
 	failed := fixtures()[1]
 	failed.Status, failed.StatusMessage = api.FAILED, "ValidReleaseImage: failed to pull release image"

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,39 +14,20 @@ import (
 
 var sc = SpecContext{Namespace: "clusters", AgentNamespace: "hardware-inventory", DefaultPlatform: "kubevirt", DefaultInfraEnv: ""}
 
-// The two example payloads of design.md A.9.1, verbatim.
-const designKubeVirt = `{
-  "version": "4.15",
-  "nodes": {
-    "controlPlane": {"count": 3, "cpu": 4, "memory": "16GB", "storage": "120GB"},
-    "worker": {"count": 3, "cpu": 8, "memory": "32GB", "storage": "250GB"}
-  },
-  "metadata": {"name": "dev-cluster-01"},
-  "providerHints": {"acm": {"platform": "kubevirt", "baseDomain": "example.com"}},
-  "serviceType": "cluster"
-}`
+// The two example payloads of design.md A.9.1 (verbatim) and the DCM wire form, from api/v1alpha1/examples.
+var (
+	designKubeVirt  = example("design-kubevirt.json")
+	designBareMetal = example("design-baremetal.json")
+	dcmForm         = example("dcm-kubevirt.json")
+)
 
-const designBareMetal = `{
-  "version": "4.15",
-  "nodes": {
-    "controlPlane": {"count": 3, "cpu": 4, "memory": "16GB", "storage": "120GB"},
-    "worker": {"count": 3, "cpu": 8, "memory": "32GB", "storage": "250GB"}
-  },
-  "metadata": {"name": "prod-cluster-01"},
-  "providerHints": {
-    "acm": {
-      "platform": "baremetal",
-      "baseDomain": "example.com",
-      "infraEnv": "production-infraenv",
-      "agentLabels": {"location": "datacenter-1", "role": "worker"}
-    }
-  },
-  "serviceType": "cluster"
-}`
-
-const dcmForm = `{"spec": {"service_type": "cluster", "version": "1.30", "metadata": {"name": "dev-cluster-01", "labels": {"team": "a"}},
-  "nodes": {"control_plane": {"count": 3, "cpu": 4, "memory": "16GB", "storage": "120GB"}, "workers": {"count": 3, "cpu": 8, "memory": "32GB", "storage": "250GB"}},
-  "provider_hints": {"acm": {"platform": "kubevirt", "base_domain": "example.com"}}}}`
+func example(name string) string {
+	data, err := os.ReadFile(filepath.Join("..", "..", "api", "v1alpha1", "examples", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}
 
 func TestParseDesignExamples(t *testing.T) {
 	s, err := ParseSpec([]byte(designKubeVirt), sc)

@@ -2,36 +2,18 @@ package render
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/golden"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func TestRenderGolden(t *testing.T) {
 	for name, in := range Examples() {
 		t.Run(name, func(t *testing.T) {
-			got := renderYAML(t, Render(in))
-			path := filepath.Join("testdata", name+".golden.yaml")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run: go test ./internal/render -update)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("rendered objects differ from %s (run: go test ./internal/render -update, then review the diff)\n--- got ---\n%s", path, got)
-			}
+			golden.Assert(t, name+".golden.yaml", renderYAML(t, Render(in)))
 		})
 	}
 }
