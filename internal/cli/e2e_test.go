@@ -200,7 +200,7 @@ func runReadme(t *testing.T, server string) {
 	if err != nil {
 		t.Fatalf("README Try it failed: %v\n%s", err, out)
 	}
-	for _, want := range []string{"cluster demo-1 is READY", "cluster demo-bm is READY", `"id":"demo-2"`, "cluster demo-1 is DELETED", `"status":"healthy"`} {
+	for _, want := range []string{"cluster demo-1 is READY", "cluster demo-bm is READY", `"id":"demo-2"`, `"results":[`, "\n204\n", "cluster demo-1 is DELETED", `"status":"healthy"`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("README output lacks %q:\n%s", want, out)
 		}
