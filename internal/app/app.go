@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,7 +48,6 @@ type App struct {
 	Registry   *prometheus.Registry
 
 	log      *slog.Logger
-	restCfg  *rest.Config
 	server   *httpapi.Server
 	listener net.Listener
 	leader   *leader
@@ -62,7 +62,7 @@ type Options struct {
 	Listener net.Listener
 	// HealthInterval overrides the 10 s health refresh (tests).
 	HealthInterval time.Duration
-	// Reconciler tunes the clean-up/status reconciler (tests shorten the orphan grace period).
+	// Reconciler tunes the clean-up/status reconciler (workers, resync period, orphan grace period).
 	Reconciler clusters.ReconcilerOptions
 	// RegistrationBackoff and RegistrationMaxBackoff override the registration retry bounds (1s, 5m; tests).
 	RegistrationBackoff, RegistrationMaxBackoff time.Duration
@@ -90,10 +90,10 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if cfg.KubevirtInfraCluster != "" {
 		var err error
 		if infraKubeconfig, err = os.ReadFile(cfg.KubevirtInfraCluster); err != nil {
-			return nil, fmt.Errorf("config: kubevirtInfraCluster: %w", err)
+			return nil, kubeconfigError("kubevirtInfraCluster", cfg.KubevirtInfraCluster, err)
 		}
 		if infraCfg, err = clientcmd.RESTConfigFromKubeConfig(infraKubeconfig); err != nil {
-			return nil, fmt.Errorf("config: kubevirtInfraCluster: not a kubeconfig: %w", err)
+			return nil, kubeconfigError("kubevirtInfraCluster", cfg.KubevirtInfraCluster, err)
 		}
 	}
 	matrix, err := loadMatrix(cfg.VersionMatrixFile)
@@ -146,7 +146,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	a := &App{Config: cfg, Hub: h, Service: svc, Platforms: platforms, Registry: reg, log: log, restCfg: restCfg, listener: o.Listener}
+	a := &App{Config: cfg, Hub: h, Service: svc, Platforms: platforms, Registry: reg, log: log, listener: o.Listener}
 	var reporter clusters.Reporter
 	if cfg.NATSURL != "" {
 		naming, err := events.ResolveNaming(cfg.StatusPreset, events.Naming{Subject: cfg.StatusSubject, Type: cfg.StatusType, Source: cfg.StatusSource})
@@ -320,9 +320,18 @@ func loadRestConfig(kubeconfig string) (*rest.Config, error) {
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("config: hubKubeconfig %s: %w", kubeconfig, err)
+		return nil, kubeconfigError("hubKubeconfig", kubeconfig, err)
 	}
 	return cfg, nil
+}
+
+// kubeconfigError reports an unusable kubeconfig file without the parser's text, which can quote the file's
+// content (credentials must never reach an error message or a log line).
+func kubeconfigError(key, path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("config: %s: cannot read %s: %v", key, path, errors.Unwrap(err))
+	}
+	return fmt.Errorf("config: %s: %s is not a valid kubeconfig", key, path)
 }
 
 func loadMatrix(file string) (versions.Matrix, error) {

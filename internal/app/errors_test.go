@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -206,4 +208,24 @@ func TestStartsWithoutHub(t *testing.T) {
 	}
 	code, h, body := do(t, http.MethodGet, url+"/api/v1alpha1/clusters", "", nil)
 	assertProblem(t, code, h, body, http.StatusServiceUnavailable, "not synced")
+}
+
+// A broken kubeconfig is reported by name, never by content.
+func TestKubeconfigErrorsDoNotQuoteTheFile(t *testing.T) {
+	dir := t.TempDir()
+	secret := "token: super-secret-token-value\n  this is: [not yaml"
+	path := filepath.Join(dir, "hub.kubeconfig")
+	if err := os.WriteFile(path, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig("restricted")
+	cfg.HubKubeconfig = path
+	_, err := New(&cfg, Options{})
+	if err == nil || strings.Contains(err.Error(), "super-secret") || !strings.Contains(err.Error(), "hubKubeconfig") {
+		t.Fatalf("error %v", err)
+	}
+	cfg.HubKubeconfig = filepath.Join(dir, "missing")
+	if _, err := New(&cfg, Options{}); err == nil || !strings.Contains(err.Error(), "cannot read") {
+		t.Fatalf("missing file: %v", err)
+	}
 }
