@@ -116,6 +116,8 @@ type Hub struct {
 	index     *Index
 	log       *slog.Logger
 
+	specs []informerSpec // every informer the hub may run, built once
+
 	mu        sync.RWMutex
 	started   map[string]toolscache.ResourceEventHandlerRegistration // informer name → handler registration
 	last      Discovery
@@ -180,7 +182,9 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub cache: %w", err)
 	}
-	return &Hub{opts: opts, cfg: cfg, Client: c, cache: ca, discovery: dc, index: NewIndex(), log: opts.Log, started: map[string]toolscache.ResourceEventHandlerRegistration{}}, nil
+	h := &Hub{opts: opts, cfg: cfg, Client: c, cache: ca, discovery: dc, index: NewIndex(), log: opts.Log, started: map[string]toolscache.ResourceEventHandlerRegistration{}}
+	h.specs = h.informerSpecs()
+	return h, nil
 }
 
 func ptrTrue() *bool { t := true; return &t }
@@ -412,7 +416,7 @@ func typedHandler[T client.Object](put, del func(T)) toolscache.ResourceEventHan
 }
 
 func (h *Hub) startInformers(ctx context.Context, d Discovery) {
-	for _, spec := range h.informerSpecs() {
+	for _, spec := range h.specs {
 		h.mu.RLock()
 		_, done := h.started[spec.name]
 		h.mu.RUnlock()
@@ -461,9 +465,9 @@ func (h *Hub) Watching(name string) bool {
 	return ok && reg.HasSynced()
 }
 
-// Synced reports whether every informer needed to serve the API is running and synced.
+// Synced reports whether every informer needed to serve the API is running and synced (on every request's path).
 func (h *Hub) Synced() bool {
-	for _, spec := range h.informerSpecs() {
+	for _, spec := range h.specs {
 		h.mu.RLock()
 		reg, ok := h.started[spec.name]
 		h.mu.RUnlock()
