@@ -278,3 +278,25 @@ func containsStr(list []string, s string) bool {
 	}
 	return false
 }
+
+// A deleted cluster's name can be used again (ACM's namespace for it is gone once the deletion completes).
+func TestNameReusableAfterDelete(t *testing.T) {
+	sp := shared(t)
+	name := uniqueName("again")
+	code, c, raw := sp.create(t, "", kubevirtBody(name, 1))
+	if code != http.StatusCreated {
+		t.Fatalf("%d %s", code, raw)
+	}
+	sp.waitStatus(t, c.Id, "READY", 30*time.Second)
+	waitFor(t, 10*time.Second, "ACM namespace created", func() bool {
+		return testHub.Client.Get(context.Background(), client.ObjectKey{Name: name}, &corev1.Namespace{}) == nil
+	})
+	if resp, err := sp.Client.DeleteClusterWithResponse(context.Background(), c.Id, nil); err != nil || resp.StatusCode() != http.StatusNoContent {
+		t.Fatalf("DELETE: %v", err)
+	}
+	sp.waitStatus(t, c.Id, "DELETED", 30*time.Second)
+	waitFor(t, 15*time.Second, "name free again", func() bool {
+		code, _, _ := sp.create(t, "", kubevirtBody(name, 1))
+		return code == http.StatusCreated
+	})
+}

@@ -275,7 +275,7 @@ func (s *Simulator) applyDelete(ctx context.Context, hc *hyperv1.HostedCluster, 
 				return err
 			}
 		}
-		if err := s.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hc.Name}}); client.IgnoreNotFound(err) != nil {
+		if err := s.removeClusterNamespace(ctx, hc.Name); err != nil {
 			return err
 		}
 	}
@@ -288,6 +288,34 @@ func (s *Simulator) applyDelete(ctx context.Context, hc *hyperv1.HostedCluster, 
 		s.Log.Info("simulator: HostedCluster destroyed", "namespace", hc.Namespace, "name", hc.Name)
 	}
 	return nil
+}
+
+// removeClusterNamespace deletes ACM's namespace of a cluster and, as the namespace controller a bare API server
+// lacks would, finalizes it once it holds nothing of ours, so the name can be used again.
+func (s *Simulator) removeClusterNamespace(ctx context.Context, name string) error {
+	var ns corev1.Namespace
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ns.Labels["cluster.open-cluster-management.io/managedCluster"] != name {
+		return nil // not a namespace the simulated ACM created
+	}
+	if ns.DeletionTimestamp == nil {
+		if err := s.Client.Delete(ctx, &ns); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	kacs := &unstructured.UnstructuredList{}
+	kacs.SetAPIVersion("agent.open-cluster-management.io/v1")
+	kacs.SetKind("KlusterletAddonConfigList")
+	if err := s.Client.List(ctx, kacs, client.InNamespace(name)); err == nil && len(kacs.Items) > 0 {
+		return nil // the SP deletes its KlusterletAddonConfig first; the next round finalizes
+	}
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	ns.Spec.Finalizers = nil
+	return client.IgnoreNotFound(s.Client.SubResource("finalize").Update(ctx, &ns))
 }
 
 // setAgentBinding binds an Agent to the cluster (spec.clusterDeploymentName and Bound=True), as the CAPI Agent
