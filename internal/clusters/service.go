@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -217,12 +218,13 @@ func (s *Service) existing(id string, spec *Spec) (*Cluster, bool, error) {
 }
 
 // checkNameFree refuses a name taken on the hub by anything not belonging to this instance: a HostedCluster in the
-// SP's namespace, a ManagedCluster, or a Namespace of that name (ACM's cluster namespace).
+// SP's namespace, a ManagedCluster, or a Namespace of that name (ACM's cluster namespace, which never carries an
+// instance id, so an existing one always conflicts).
 func (s *Service) checkNameFree(ctx context.Context, id, name string) error {
 	if other, ok := s.hub.Index().IDByName(name); ok && other != id {
 		return conflict("cluster name %q is used by instance %s", name, other)
 	}
-	owned := func(obj client.Object) error {
+	owned := func(kind string, obj client.Object) error {
 		if err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, obj); err != nil {
 			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 				return nil
@@ -231,37 +233,26 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) error {
 		}
 		if other := meta.InstanceID(obj.GetLabels()); other != id {
 			if obj.GetDeletionTimestamp() != nil {
-				return conflict("cluster name %q is still being deleted on the hub; retry later", name)
+				return conflict("cluster name %q is still being deleted on the hub (%s %s is terminating); retry later", name, kind, name)
 			}
 			if other != "" {
 				return conflict("cluster name %q is used by instance %s", name, other)
 			}
-			return conflict("cluster name %q is already used on the hub (%T %s)", name, obj, name)
+			return conflict("cluster name %q is already used on the hub (%s %s exists)", name, kind, name)
 		}
 		return nil
 	}
 	hc := &hyperv1.HostedCluster{}
 	hc.Namespace = s.hub.Namespace()
-	if err := owned(hc); err != nil {
+	if err := owned("HostedCluster", hc); err != nil {
 		return err
 	}
 	if s.cfg.ManageACMObjects {
-		if err := owned(&clusterv1.ManagedCluster{}); err != nil {
+		if err := owned("ManagedCluster", &clusterv1.ManagedCluster{}); err != nil {
 			return err
 		}
 	}
-	ns := &unstructured.Unstructured{}
-	ns.SetAPIVersion("v1")
-	ns.SetKind("Namespace")
-	if err := s.hub.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err == nil {
-		if ns.GetDeletionTimestamp() != nil {
-			return conflict("cluster name %q is still being deleted on the hub (namespace %s is terminating); retry later", name, name)
-		}
-		return conflict("cluster name %q is already used on the hub (namespace %s exists)", name, name)
-	} else if !apierrors.IsNotFound(err) {
-		return internal(err, "checking whether name %q is free", name)
-	}
-	return nil
+	return owned("namespace", &corev1.Namespace{})
 }
 
 // catalog is the hub's provisionable releases: its ClusterImageSets, filtered by the operator's supported versions
