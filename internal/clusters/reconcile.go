@@ -209,7 +209,9 @@ func (r *Reconciler) finishDeletion(ctx context.Context, id string, v hub.View) 
 		return 0, nil
 	}
 	if r.reporter != nil && !r.reporter.Delivered(id, status.Deleted) {
-		return time.Second, nil // look again once the bus has acknowledged DELETED
+		// The acknowledgement of DELETED re-enqueues the instance (the publisher's OnDelivered); this is only the
+		// safety net, so it need not repeat the clean-up's reads every second during a long NATS outage.
+		return 30 * time.Second, nil
 	}
 	hc := v.HostedCluster
 	patch := client.MergeFromWithOptions(hc.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -241,12 +243,8 @@ func (r *Reconciler) forget(id string) {
 // cleanup deletes what the SP created for an instance and the operator leaves behind on a bare hub: the
 // instance's Secrets, its ManagedCluster and KlusterletAddonConfig, and its Agent reservations.
 func (r *Reconciler) cleanup(ctx context.Context, id, name string) error {
-	for _, s := range r.hub.Index().SecretsOf(id) {
-		sec := &corev1.Secret{}
-		sec.Namespace, sec.Name = s.Namespace, s.Name
-		if err := r.hub.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting Secret %s: %w", s.Name, err)
-		}
+	if err := r.deleteSecretsOf(ctx, id); err != nil {
+		return err
 	}
 	if name != "" && r.svc.cfg.ManageACMObjects {
 		if err := r.svc.deleteACMObjects(ctx, id, name); err != nil {
@@ -254,6 +252,18 @@ func (r *Reconciler) cleanup(ctx context.Context, id, name string) error {
 		}
 	}
 	return r.svc.ReleaseAgents(ctx, id)
+}
+
+// deleteSecretsOf deletes every cached Secret labelled with the instance id.
+func (r *Reconciler) deleteSecretsOf(ctx context.Context, id string) error {
+	for _, s := range r.hub.Index().SecretsOf(id) {
+		sec := &corev1.Secret{}
+		sec.Namespace, sec.Name = s.Namespace, s.Name
+		if err := r.hub.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting Secret %s: %w", s.Name, err)
+		}
+	}
+	return nil
 }
 
 // ensureKlusterletAddonConfig creates the cluster's KAC once ACM's namespace for it exists (when the KAC API is
@@ -294,12 +304,9 @@ func (r *Reconciler) sweepOrphans(ctx context.Context) {
 		if v, ok := r.hub.Index().Get(id); (ok && v.HostedCluster != nil) || now.Sub(newest) < r.opts.OrphanGrace {
 			continue
 		}
-		for _, s := range r.hub.Index().SecretsOf(id) {
-			sec := &corev1.Secret{}
-			sec.Namespace, sec.Name = s.Namespace, s.Name
-			if err := r.hub.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
-				r.log.Warn("orphan sweep: deleting Secret", "name", s.Name, "error", err)
-			}
+		if err := r.deleteSecretsOf(ctx, id); err != nil {
+			r.log.Warn("orphan sweep", "id", id, "error", err)
+			continue
 		}
 		r.log.Info("orphan sweep: removed Secrets of an instance without HostedCluster", "id", id)
 	}
