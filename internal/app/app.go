@@ -124,6 +124,11 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.OnKindChange(func(kind string) {
+		if kind == hub.KindDiscovery {
+			platforms.Refresh(context.Background())
+		}
+	})
 	pullSecret, err := pullSecretSource(cfg, h)
 	if err != nil {
 		return nil, err
@@ -278,11 +283,10 @@ func (a *App) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		// Health runs from the start, whatever state the hub is in; once the caches have synced, platform
-		// availability and health are refreshed at once rather than at the next tick.
+		// Health runs from the start, whatever state the hub is in; once the caches have synced it is refreshed at
+		// once rather than at the next tick.
 		go func() {
 			if a.Hub.WaitForSync(ctx) {
-				a.Platforms.Refresh(ctx)
 				a.Health.Refresh()
 			}
 		}()

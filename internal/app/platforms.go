@@ -67,7 +67,7 @@ func (p *Platforms) Available() []string {
 }
 
 // Refresh re-reads discovery (the hub's, and the external infrastructure cluster's when configured) and marks newly
-// discovered platforms available.
+// discovered platforms available. It runs after every hub discovery.
 func (p *Platforms) Refresh(ctx context.Context) {
 	d := p.hub.LastDiscovery()
 	kubevirtServed := d.Served[hub.APIKubeVirt]
@@ -102,8 +102,7 @@ func (p *Platforms) Refresh(ctx context.Context) {
 }
 
 // KubeVirtState is the kubevirt health check's view.
-func (p *Platforms) KubeVirtState(ctx context.Context) (enabled, ok bool, message string) {
-	p.Refresh(ctx)
+func (p *Platforms) KubeVirtState(context.Context) (enabled, ok bool, message string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.cfg.PlatformEnabled(config.PlatformKubeVirt) {

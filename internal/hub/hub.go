@@ -269,7 +269,8 @@ func (h *Hub) AgentNamespace() string { return h.opts.AgentNamespace }
 func (h *Hub) Config() *rest.Config { return h.cfg }
 
 // OnKindChange registers f to be called with the informer name ("clusterimagesets", "supported-versions",
-// "agents", …) whenever an object of that kind changes; used for re-registration and health.
+// "agents", …) whenever an object of that kind changes, and with KindDiscovery after every successful discovery;
+// used for platform availability and re-registration.
 func (h *Hub) OnKindChange(f func(kind string)) {
 	h.mu.Lock()
 	h.listeners = append(h.listeners, f)
@@ -342,8 +343,12 @@ func (h *Hub) Discover(ctx context.Context) Discovery {
 	h.last = d
 	h.mu.Unlock()
 	h.startInformers(ctx, d)
+	h.kindChanged(KindDiscovery)
 	return d
 }
+
+// KindDiscovery is the OnKindChange notification sent after every successful discovery.
+const KindDiscovery = "discovery"
 
 func isNotFound(err error) bool {
 	var se interface{ Status() metav1.Status }
