@@ -20,6 +20,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/app"
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/events"
 	"github.com/dcm-sp/acm-cluster-sp/internal/simulator"
 )
 
@@ -225,14 +226,11 @@ func waitReady(ctx context.Context, url string, done <-chan error) error {
 
 // statusSubjectPattern shows where status events go, with a wildcard for the instance id.
 func statusSubjectPattern(cfg *config.Config) string {
-	subject := cfg.StatusSubject
-	if subject == "" {
-		subject = "dcm.providers.{providerName}.cluster.instances.{instanceId}.status"
-		if cfg.StatusPreset == "spm" {
-			subject = "dcm.cluster"
-		}
+	n, err := events.ResolveNaming(cfg.StatusPreset, events.Naming{Subject: cfg.StatusSubject})
+	if err != nil {
+		return err.Error()
 	}
-	return strings.NewReplacer("{providerName}", cfg.ProviderName, "{instanceId}", "*").Replace(subject)
+	return n.SubjectFor(cfg.ProviderName, "*")
 }
 
 func printBlock(w io.Writer, rows [][2]string) {

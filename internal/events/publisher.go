@@ -56,6 +56,9 @@ func ResolveNaming(preset string, override Naming) (Naming, error) {
 	return n, nil
 }
 
+// SubjectFor is the NATS subject of an instance's events under these names ("*" as id gives the wildcard subject).
+func (n Naming) SubjectFor(provider, id string) string { return expand(n.Subject, provider, id) }
+
 func expand(tmpl, provider, id string) string {
 	return strings.NewReplacer("{providerName}", provider, "{instanceId}", id).Replace(tmpl)
 }
@@ -419,7 +422,7 @@ func (p *Publisher) publishPending(id string) error {
 
 // Event builds the CloudEvent of one status.
 func (p *Publisher) Event(id string, st status.Status, message string) (cloudevents.Event, string, error) {
-	subject := expand(p.o.Naming.Subject, p.o.ProviderName, id)
+	subject := p.o.Naming.SubjectFor(p.o.ProviderName, id)
 	ev := cloudevents.NewEvent(cloudevents.VersionV1)
 	ev.SetID(uuid.NewString())
 	ev.SetSource(expand(p.o.Naming.Source, p.o.ProviderName, id))
