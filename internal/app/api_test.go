@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +53,7 @@ func TestDesignExamplesReachReady(t *testing.T) {
 				t.Fatalf("spec not echoed in canonical form: %s", raw)
 			}
 			ready, seen := sp.waitStatus(t, c.Id, "READY", 30*time.Second)
-			if !containsStr(seen, "PROVISIONING") || containsStr(seen, "FAILED") || containsStr(seen, "UNAVAILABLE") {
+			if !slices.Contains(seen, "PROVISIONING") || slices.Contains(seen, "FAILED") || slices.Contains(seen, "UNAVAILABLE") {
 				t.Errorf("status sequence %v, want PROVISIONING before READY", seen)
 			}
 			if !strings.HasPrefix(ready.ApiEndpoint, "https://127.") || !strings.HasSuffix(ready.ApiEndpoint, ":6443") {
@@ -268,15 +269,6 @@ func mustJSON(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // A deleted cluster's name can be used again (ACM's namespace for it is gone once the deletion completes).

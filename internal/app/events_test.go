@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -153,7 +154,7 @@ func TestStatusEventsFailures(t *testing.T) {
 			if !strings.HasPrefix(d.Message, c.msgPrefix) {
 				t.Fatalf("%s message %q, want prefix %q (sequence %v)", c.want, d.Message, c.msgPrefix, seq)
 			}
-			if c.want == "UNAVAILABLE" && !containsStr(seq, "READY") {
+			if c.want == "UNAVAILABLE" && !slices.Contains(seq, "READY") {
 				t.Fatalf("UNAVAILABLE without READY before: %v", seq)
 			}
 		})

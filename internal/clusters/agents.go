@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +23,7 @@ func (s *Service) reserveAgents(ctx context.Context, id string, spec *Spec, need
 	if err != nil {
 		return nil, unprocessable("platform baremetal is not available: %v", err)
 	}
-	if !contains(names, spec.InfraEnv) {
+	if !slices.Contains(names, spec.InfraEnv) {
 		return nil, unprocessable("InfraEnv %s not found in namespace %s", spec.InfraEnv, s.hub.AgentNamespace())
 	}
 	agents, err := s.hub.Agents(ctx)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/big"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -160,7 +161,7 @@ func (s *Service) Create(ctx context.Context, id string, body []byte) (c *Cluste
 	if err != nil {
 		return nil, false, err
 	}
-	if !contains(s.cfg.Platforms(), string(spec.Platform)) {
+	if !slices.Contains(s.cfg.Platforms(), string(spec.Platform)) {
 		return nil, false, unprocessable("platform %q is not available on this provider (supported: %s)", spec.Platform, strings.Join(orNone(s.cfg.Platforms()), ", "))
 	}
 	unlock := s.locks.lock("id/"+id, "name/"+spec.Name)
@@ -571,15 +572,6 @@ func (k *keyedLocks) lock(keys ...string) func() {
 			k.mu.Unlock()
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func orNone(list []string) []string {

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"log/slog"
 	"math/big"
 	"time"
@@ -372,7 +373,7 @@ func (s *Simulator) ensureOperatorSecrets(ctx context.Context, hc *hyperv1.Hoste
 	if err != nil {
 		return err
 	}
-	owner := metav1.OwnerReference{APIVersion: hyperv1.GroupVersion.String(), Kind: "HostedCluster", Name: hc.Name, UID: hc.UID, Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}
+	owner := metav1.OwnerReference{APIVersion: hyperv1.GroupVersion.String(), Kind: "HostedCluster", Name: hc.Name, UID: hc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
 	labels := map[string]string{}
 	for k, v := range hc.Labels {
 		labels[k] = v
@@ -424,5 +425,3 @@ func randomString(n int) string {
 	}
 	return string(b)
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,16 +110,16 @@ func TestKubeVirtLifecycle(t *testing.T) {
 			t.Errorf("unexpected status %s in %v", st, seen)
 		}
 	}
-	if !contains(seen, status.Provisioning) {
+	if !slices.Contains(seen, status.Provisioning) {
 		t.Errorf("status sequence %v, want PROVISIONING before READY", seen)
 	}
-	if !controllerutilHas(got.Finalizers, meta.FinalizerHyperShift) {
+	if !slices.Contains(got.Finalizers, meta.FinalizerHyperShift) {
 		t.Error("operator finalizer missing")
 	}
 	if got.Status.KubeConfig == nil || got.Status.ControlPlaneEndpoint.Port != 6443 {
 		t.Fatalf("status %+v", got.Status)
 	}
-	if nps[0].Status.Replicas != 3 || !controllerutilHas(nps[0].Finalizers, meta.FinalizerHyperShift) {
+	if nps[0].Status.Replicas != 3 || !slices.Contains(nps[0].Finalizers, meta.FinalizerHyperShift) {
 		t.Fatalf("NodePool %+v", nps[0].Status)
 	}
 	var secret corev1.Secret
@@ -141,7 +142,7 @@ func TestKubeVirtLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen, _, _ = waitFor(t, hc, status.Deleted, 20*time.Second)
-	if !contains(seen, status.Deleting) {
+	if !slices.Contains(seen, status.Deleting) {
 		t.Errorf("deletion sequence %v, want DELETING then DELETED", seen)
 	}
 	var left hyperv1.NodePoolList
@@ -220,7 +221,7 @@ func TestStuckDeletion(t *testing.T) {
 	}
 	time.Sleep(3 * TestTimeline().DeleteAfter) // well past the point where the finalizer would have been removed
 	r, still, _ := observe(t, hc)
-	if r.Status != status.Deleting || still == nil || !controllerutilHas(still.Finalizers, meta.FinalizerHyperShift) {
+	if r.Status != status.Deleting || still == nil || !slices.Contains(still.Finalizers, meta.FinalizerHyperShift) {
 		t.Fatalf("stuck deletion: %s, hc present %v", r.Status, still != nil)
 	}
 }
@@ -249,7 +250,7 @@ func TestAgentBinding(t *testing.T) {
 	}
 	waitFor(t, objs.HostedCluster, status.Ready, 30*time.Second)
 	bound := boundAgents(t, agentNS, objs.HostedCluster.Name)
-	if len(bound) != 3 || contains(bound, "a4") {
+	if len(bound) != 3 || slices.Contains(bound, "a4") {
 		t.Fatalf("bound %v, want a1..a3", bound)
 	}
 
@@ -265,7 +266,7 @@ func TestAgentBinding(t *testing.T) {
 	}
 	time.Sleep(4 * TestTimeline().ReadyAfter)
 	r, _, _ := observe(t, objs2.HostedCluster)
-	if r.Status != status.Provisioning || !containsStr(r.Message, "No suitable Agents") {
+	if r.Status != status.Provisioning || !strings.Contains(r.Message, "No suitable Agents") {
 		t.Fatalf("short of Agents: %s %q", r.Status, r.Message)
 	}
 
@@ -294,14 +295,3 @@ func boundAgents(t *testing.T, ns, cluster string) []string {
 	}
 	return out
 }
-
-func contains[T comparable](list []T, v T) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func containsStr(s, sub string) bool { return strings.Contains(s, sub) }

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -137,12 +138,12 @@ func Step(o Observed, tl Timeline) Plan {
 		return p
 	}
 	started, ok := startedAt(hc)
-	if !ok || !controllerutilHas(hc.Finalizers, meta.FinalizerHyperShift) {
+	if !ok || !slices.Contains(hc.Finalizers, meta.FinalizerHyperShift) {
 		p.Start = true
 		started = o.Now
 	}
 	for _, np := range o.NodePools {
-		if np.DeletionTimestamp == nil && !controllerutilHas(np.Finalizers, meta.FinalizerHyperShift) {
+		if np.DeletionTimestamp == nil && !slices.Contains(np.Finalizers, meta.FinalizerHyperShift) {
 			p.NPFinalize = append(p.NPFinalize, np.Name)
 		}
 	}
@@ -412,7 +413,7 @@ func boolStatus(b bool) string {
 func deletion(o Observed, tl Timeline, p *Plan) *DeletePlan {
 	hc := o.HC
 	d := &DeletePlan{}
-	if !controllerutilHas(hc.Finalizers, meta.FinalizerHyperShift) {
+	if !slices.Contains(hc.Finalizers, meta.FinalizerHyperShift) {
 		return d // nothing of ours left to do
 	}
 	began, err := time.Parse(time.RFC3339Nano, hc.Annotations[AnnotationDeleting])
@@ -432,7 +433,7 @@ func deletion(o Observed, tl Timeline, p *Plan) *DeletePlan {
 	half := tl.DeleteAfter / 2
 	if since >= half {
 		for _, np := range o.NodePools {
-			if controllerutilHas(np.Finalizers, meta.FinalizerHyperShift) {
+			if slices.Contains(np.Finalizers, meta.FinalizerHyperShift) {
 				d.ReleaseNodePools = append(d.ReleaseNodePools, np.Name)
 			}
 		}
@@ -503,15 +504,6 @@ func endpointHost(hc *hyperv1.HostedCluster) string {
 	_, _ = h.Write([]byte(hc.Namespace + "/" + hc.Name))
 	v := h.Sum32()
 	return fmt.Sprintf("127.%d.%d.%d", 1+v%250, (v>>8)%256, 1+(v>>16)%254)
-}
-
-func controllerutilHas(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func setNPCondition(st *hyperv1.NodePoolStatus, c hyperv1.NodePoolCondition) {

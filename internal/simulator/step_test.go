@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,7 +131,7 @@ func TestTimelineThroughStatusMapping(t *testing.T) {
 func TestStepDetails(t *testing.T) {
 	w := newWorld("kubevirt-minimal", "")
 	p := w.at(t0)
-	if !controllerutilHas(w.hc.Finalizers, meta.FinalizerHyperShift) {
+	if !slices.Contains(w.hc.Finalizers, meta.FinalizerHyperShift) {
 		t.Fatal("finalizer not added at t0")
 	}
 	if got := p.RequeueAfter; got != 15*time.Second {
