@@ -45,6 +45,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
 )
 
 // Annotations the simulator reads and writes on HostedClusters.
@@ -477,22 +478,13 @@ func startedAt(hc *hyperv1.HostedCluster) (time.Time, bool) {
 	return t, err == nil
 }
 
-// releaseVersion reads the OpenShift version from the release image tag (4.17.12-multi → 4.17.12).
+// releaseVersion is the SP's resolved version, else the release image's (4.17.12-multi → 4.17.12).
 func releaseVersion(hc *hyperv1.HostedCluster) string {
 	if v := hc.Annotations[meta.AnnotationOpenShiftVersion]; v != "" {
 		return v
 	}
-	img := hc.Spec.Release.Image
-	for i := len(img) - 1; i >= 0; i-- {
-		if img[i] == ':' {
-			tag := img[i+1:]
-			for j := 0; j < len(tag); j++ {
-				if tag[j] == '-' {
-					return tag[:j]
-				}
-			}
-			return tag
-		}
+	if r, ok := versions.ParseRelease(hc.Name, hc.Spec.Release.Image); ok {
+		return r.Version()
 	}
 	return "0.0.0"
 }
