@@ -34,6 +34,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 )
 
 // Simulator is the controller that applies Step's plans to the hub.
@@ -270,7 +271,7 @@ func (s *Simulator) applyDelete(ctx context.Context, hc *hyperv1.HostedCluster, 
 		}
 	}
 	if d.DeleteSecrets {
-		for _, name := range []string{hc.Name + "-admin-kubeconfig", hc.Name + "-kubeadmin-password"} {
+		for _, name := range []string{render.AdminKubeconfigName(hc.Name), render.KubeadminPasswordName(hc.Name)} {
 			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: name}}
 			if err := s.Client.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
 				return err
@@ -360,7 +361,7 @@ func (s *Simulator) setAgentBinding(ctx context.Context, hc *hyperv1.HostedClust
 // ensureOperatorSecrets creates <name>-admin-kubeconfig (labels copied from the HostedCluster, ownerReference to it,
 // key "kubeconfig") and <name>-kubeadmin-password, as the operator does when the control plane becomes available.
 func (s *Simulator) ensureOperatorSecrets(ctx context.Context, hc *hyperv1.HostedCluster) error {
-	kcName := hc.Name + "-admin-kubeconfig"
+	kcName := render.AdminKubeconfigName(hc.Name)
 	var existing corev1.Secret
 	err := s.Client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: kcName}, &existing)
 	if err == nil {
@@ -381,7 +382,7 @@ func (s *Simulator) ensureOperatorSecrets(ctx context.Context, hc *hyperv1.Hoste
 	for _, sec := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: kcName, Namespace: hc.Namespace, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
 			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"kubeconfig": kubeconfig}},
-		{ObjectMeta: metav1.ObjectMeta{Name: hc.Name + "-kubeadmin-password", Namespace: hc.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
+		{ObjectMeta: metav1.ObjectMeta{Name: render.KubeadminPasswordName(hc.Name), Namespace: hc.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
 			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"password": []byte(randomString(23))}},
 	} {
 		if err := s.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
