@@ -1,0 +1,253 @@
+// Package crds holds capi-private's private CustomResourceDefinitions: the twins of the upstream Cluster API and
+// CAPK CRDs in the private API groups (reference docs/capi-private.md).
+//
+//   - upstream/ holds the upstream YAML, vendored from pinned modules by hack/capi-crds.sh (package upstream, used
+//     by tests, the test environment and the generator only, so it is not linked into the binary).
+//   - Generate turns one upstream CRD into its private twin. It is pure; hack/capi-crds.sh runs it (through
+//     hack/capicrds) to write private/, which is committed, embedded and checked by `make verify`.
+//   - Install server-side applies the embedded private CRDs, waits until they are Established and probes the
+//     conversion webhook.
+package crds
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+// Names, labels and annotations of §7.
+const (
+	// PrivateSuffix ends the name of every CRD capi-private writes; nothing else is ever written.
+	PrivateSuffix = ".cluster.hypershift.openshift.io"
+	// LabelPrivate marks a private CRD.
+	LabelPrivate = "hypershift.openshift.io/private-capi"
+	// LabelProvider is CAPI's provider label (clusterctl's `cluster.x-k8s.io/provider`), kept with its standard key.
+	LabelProvider = "cluster.x-k8s.io/provider"
+	// AnnotationSource names the upstream file a private CRD was generated from: <module>@<version>/<path>.
+	AnnotationSource = "hypershift.openshift.io/private-capi-source"
+)
+
+// privateGroups is the group table of §3 as far as CRDs need it (standard → private).
+//
+// It is a private copy: internal/capiprivate/groups owns the table and will replace this map.
+var privateGroups = map[string]string{
+	"cluster.x-k8s.io":                "cluster.hypershift.openshift.io",
+	"addons.cluster.x-k8s.io":         "addons.cluster.hypershift.openshift.io",
+	"ipam.cluster.x-k8s.io":           "ipam.cluster.hypershift.openshift.io",
+	"infrastructure.cluster.x-k8s.io": "infrastructure.cluster.hypershift.openshift.io",
+}
+
+// Pinned upstream modules (module@version). hack/capi-crds.sh vendors the same versions.
+const (
+	CAPIModule     = "sigs.k8s.io/cluster-api@v1.12.10"
+	CAPKModule     = "sigs.k8s.io/cluster-api-provider-kubevirt@v0.1.10"
+	PlatformModule = "sigs.k8s.io/cluster-api@v1.14.2"
+	// HyperShiftModule provides the HostedCluster and HostedControlPlane CRDs of the test environment.
+	HyperShiftModule = "github.com/openshift/hypershift/api@v0.0.0-20251120083117-dea6d2f24af6"
+)
+
+// Provider label values, as clusterctl sets them (core "cluster-api", infrastructure providers
+// "infrastructure-<name>").
+const (
+	providerCore     = "cluster-api"
+	providerKubevirt = "infrastructure-kubevirt"
+)
+
+// Source is one upstream CRD file that has a private twin.
+type Source struct {
+	// Module is module@version, e.g. sigs.k8s.io/cluster-api@v1.12.10.
+	Module string
+	// Path is the file's path inside the module.
+	Path string
+	// Provider is the value of the cluster.x-k8s.io/provider label.
+	Provider string
+}
+
+// String is <module>@<version>/<path>, the value of AnnotationSource and the file's path under upstream/.
+func (s Source) String() string { return s.Module + "/" + s.Path }
+
+func capi(file string) Source {
+	return Source{Module: CAPIModule, Path: "config/crd/bases/" + file, Provider: providerCore}
+}
+
+func capk(file string) Source {
+	return Source{Module: CAPKModule, Path: "config/crd/bases/" + file, Provider: providerKubevirt}
+}
+
+// Sources is the closed list of upstream CRDs with a private twin: the kinds of §3.
+var Sources = []Source{
+	capi("cluster.x-k8s.io_clusters.yaml"),
+	capi("cluster.x-k8s.io_clusterclasses.yaml"),
+	capi("cluster.x-k8s.io_machines.yaml"),
+	capi("cluster.x-k8s.io_machinesets.yaml"),
+	capi("cluster.x-k8s.io_machinedeployments.yaml"),
+	capi("cluster.x-k8s.io_machinehealthchecks.yaml"),
+	capi("cluster.x-k8s.io_machinepools.yaml"),
+	capi("cluster.x-k8s.io_machinedrainrules.yaml"),
+	capi("addons.cluster.x-k8s.io_clusterresourcesets.yaml"),
+	capi("addons.cluster.x-k8s.io_clusterresourcesetbindings.yaml"),
+	capi("ipam.cluster.x-k8s.io_ipaddresses.yaml"),
+	capi("ipam.cluster.x-k8s.io_ipaddressclaims.yaml"),
+	capk("infrastructure.cluster.x-k8s.io_kubevirtclusters.yaml"),
+	capk("infrastructure.cluster.x-k8s.io_kubevirtclustertemplates.yaml"),
+	capk("infrastructure.cluster.x-k8s.io_kubevirtmachines.yaml"),
+	capk("infrastructure.cluster.x-k8s.io_kubevirtmachinetemplates.yaml"),
+}
+
+// Webhook service of the committed manifests: the conversion webhook's Service in HyperShift's namespace.
+// Install and `capi-private crds generate|install` take another client config (a URL in tests).
+const (
+	DefaultServiceNamespace = "hypershift"
+	DefaultServiceName      = "capi-private-webhook"
+	ConvertPath             = "/convert"
+)
+
+// DefaultClientConfig is the conversion webhook client config of the committed private CRDs: the Service
+// DefaultServiceNamespace/DefaultServiceName, port 443, path /convert, no caBundle (injected at install).
+func DefaultClientConfig() apiextensionsv1.WebhookClientConfig {
+	path := ConvertPath
+	port := int32(443)
+	return apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{
+		Namespace: DefaultServiceNamespace, Name: DefaultServiceName, Path: &path, Port: &port,
+	}}
+}
+
+// Generate turns the upstream CRD file data of src into its private twin (§7), rendered as the committed file
+// (a header comment, then YAML with sorted keys). It is pure:
+//
+//  1. metadata.name becomes <plural>.<private group> and spec.group the private group; nothing else is
+//     renamed (the group appears elsewhere only in descriptions) and schemas are never edited;
+//  2. spec.names stay as they are;
+//  3. versions with served: false are dropped; the storage version must be served and stays the storage version;
+//  4. labels: upstream's (contract labels keep their standard keys) plus cluster.x-k8s.io/provider and
+//     hypershift.openshift.io/private-capi: "true";
+//  5. annotation hypershift.openshift.io/private-capi-source: <module>@<version>/<path>;
+//  6. conversion: Webhook (conversionReviewVersions ["v1"], clientConfig cc) with more than one served
+//     version, else None.
+//
+// It returns the private CRD's name and the file.
+func Generate(src Source, data []byte, cc apiextensionsv1.WebhookClientConfig) (string, []byte, error) {
+	crd, err := parseCRD(data)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", src, err)
+	}
+	name, err := privatize(crd, src, cc)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", src, err)
+	}
+	body, err := marshalCRD(crd)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", src, err)
+	}
+	header := fmt.Sprintf("# Generated by hack/capi-crds.sh (crds.Generate) from %s. DO NOT EDIT.\n", src)
+	return name, append([]byte(header), body...), nil
+}
+
+// FileName is the name of the private twin's file under private/: <metadata.name>.yaml.
+func FileName(crdName string) string { return crdName + ".yaml" }
+
+// parseCRD reads one CRD as a generic map: numbers stay json.Number, so schemas survive byte-for-byte in meaning.
+func parseCRD(data []byte) (map[string]any, error) {
+	var crd map[string]any
+	if err := yaml.Unmarshal(data, &crd, func(d *json.Decoder) *json.Decoder { d.UseNumber(); return d }); err != nil {
+		return nil, err
+	}
+	if crd["apiVersion"] != "apiextensions.k8s.io/v1" || crd["kind"] != "CustomResourceDefinition" {
+		return nil, fmt.Errorf("not an apiextensions.k8s.io/v1 CustomResourceDefinition: apiVersion %v, kind %v", crd["apiVersion"], crd["kind"])
+	}
+	return crd, nil
+}
+
+// marshalCRD renders crd as YAML after checking it is a strict apiextensions.k8s.io/v1 CRD.
+func marshalCRD(crd map[string]any) ([]byte, error) {
+	body, err := yaml.Marshal(crd)
+	if err != nil {
+		return nil, err
+	}
+	var typed apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(body, &typed); err != nil {
+		return nil, fmt.Errorf("not a strict apiextensions.k8s.io/v1 CRD: %w", err)
+	}
+	return body, nil
+}
+
+func privatize(crd map[string]any, src Source, cc apiextensionsv1.WebhookClientConfig) (string, error) {
+	meta, _ := crd["metadata"].(map[string]any)
+	spec, _ := crd["spec"].(map[string]any)
+	if meta == nil || spec == nil {
+		return "", fmt.Errorf("no metadata or spec")
+	}
+	group, _ := spec["group"].(string)
+	private, ok := privateGroups[group]
+	if !ok {
+		return "", fmt.Errorf("group %q has no private group", group)
+	}
+	names, _ := spec["names"].(map[string]any)
+	plural, _ := names["plural"].(string)
+	if plural == "" {
+		return "", fmt.Errorf("no spec.names.plural")
+	}
+	if meta["name"] != plural+"."+group {
+		return "", fmt.Errorf("metadata.name %v, want %s.%s", meta["name"], plural, group)
+	}
+	meta["name"] = plural + "." + private
+	spec["group"] = private
+
+	versions, _ := spec["versions"].([]any)
+	var served []any
+	storage := ""
+	for _, v := range versions {
+		v, _ := v.(map[string]any)
+		if v["storage"] == true {
+			storage, _ = v["name"].(string)
+			if v["served"] != true {
+				return "", fmt.Errorf("storage version %s is not served", storage)
+			}
+		}
+		if v["served"] == true {
+			served = append(served, v)
+		}
+	}
+	if storage == "" {
+		return "", fmt.Errorf("no storage version")
+	}
+	spec["versions"] = served
+
+	labels, _ := meta["labels"].(map[string]any)
+	if labels == nil {
+		labels = map[string]any{}
+	}
+	labels[LabelProvider] = src.Provider
+	labels[LabelPrivate] = "true"
+	meta["labels"] = labels
+	annotations, _ := meta["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+	}
+	annotations[AnnotationSource] = src.String()
+	meta["annotations"] = annotations
+
+	if len(served) > 1 {
+		ccMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cc)
+		if err != nil {
+			return "", err
+		}
+		spec["conversion"] = map[string]any{
+			"strategy": string(apiextensionsv1.WebhookConverter),
+			"webhook": map[string]any{
+				"conversionReviewVersions": []any{"v1"},
+				"clientConfig":             ccMap,
+			},
+		}
+	} else {
+		spec["conversion"] = map[string]any{"strategy": string(apiextensionsv1.NoneConverter)}
+	}
+	return meta["name"].(string), nil
+}
+
+// hasPrivateSuffix reports whether name is a private CRD name (the only names Install writes).
+func hasPrivateSuffix(name string) bool { return strings.HasSuffix(name, PrivateSuffix) }

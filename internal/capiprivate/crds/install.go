@@ -1,0 +1,128 @@
+package crds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FieldManager is the server-side-apply field manager of everything capi-private installs.
+const FieldManager = "capi-private"
+
+// InstallOptions configure Install.
+type InstallOptions struct {
+	// ClientConfig reaches the conversion webhook: a Service (default DefaultClientConfig) or a URL, plus the
+	// caBundle that verifies it.
+	ClientConfig apiextensionsv1.WebhookClientConfig
+	// ProbeNamespace is where the dry-run probe Machine is "created" (default "default"; it must exist).
+	ProbeNamespace string
+	// Timeout bounds the wait for Established and for the probe (default 2 minutes).
+	Timeout time.Duration
+}
+
+// Install server-side applies the private CRDs (field manager capi-private, forcing ownership), waits until
+// every one is Established, then probes the conversion webhook with a dryRun=All create of a v1beta1 Machine,
+// retrying until it passes or the timeout expires.
+//
+// Only names ending in PrivateSuffix are ever written, and CRDs are never deleted: a CRD that is no longer
+// generated stays as it is.
+func Install(ctx context.Context, c client.Client, opts InstallOptions) error {
+	if opts.ClientConfig.Service == nil && opts.ClientConfig.URL == nil {
+		opts.ClientConfig = DefaultClientConfig()
+	}
+	if opts.ProbeNamespace == "" {
+		opts.ProbeNamespace = "default"
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	crds, err := Private(opts.ClientConfig)
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if !hasPrivateSuffix(crd.GetName()) { // Private checks this too; the write is what must never happen.
+			return fmt.Errorf("refusing to write CRD %s: not a private CRD", crd.GetName())
+		}
+		if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	if err := WaitEstablished(ctx, c, crds); err != nil {
+		return err
+	}
+	var probeErr error
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		probeErr = Probe(ctx, c, opts.ProbeNamespace)
+		return probeErr == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("conversion webhook probe (dryRun=All create of a v1beta1 Machine) did not pass: %w", errors.Join(err, probeErr))
+	}
+	return nil
+}
+
+// WaitEstablished waits until every CRD of crds is Established, or ctx ends.
+func WaitEstablished(ctx context.Context, c client.Client, crds []*unstructured.Unstructured) error {
+	pending := ""
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		for _, crd := range crds {
+			var got apiextensionsv1.CustomResourceDefinition
+			if err := c.Get(ctx, client.ObjectKey{Name: crd.GetName()}, &got); err != nil || !Established(&got) {
+				pending = crd.GetName()
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for CRD %s to be Established: %w", pending, err)
+	}
+	return nil
+}
+
+// Established reports whether crd has condition Established=True.
+func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// Probe checks the conversion path of the private CRDs: a dryRun=All create of a v1beta1 Machine in namespace.
+// kube-apiserver converts the request to the storage version v1beta2 and the answer back to v1beta1 through
+// the webhook; the way back asks the webhook's apiVersion getter about the infrastructure ref, so the probe
+// fails while the webhook is down, untrusted, or cannot read CRDs.
+func Probe(ctx context.Context, c client.Client, namespace string) error {
+	m := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": privateGroups["cluster.x-k8s.io"] + "/v1beta1",
+		"kind":       "Machine",
+		"metadata":   map[string]any{"generateName": "capi-private-probe-", "namespace": namespace},
+		"spec": map[string]any{
+			"clusterName": "capi-private-probe",
+			"bootstrap":   map[string]any{"dataSecretName": "capi-private-probe"},
+			"infrastructureRef": map[string]any{
+				"apiVersion": privateGroups["infrastructure.cluster.x-k8s.io"] + "/v1alpha1",
+				"kind":       "KubevirtMachine",
+				"name":       "capi-private-probe",
+			},
+		},
+	}}
+	if err := c.Create(ctx, m, client.DryRunAll); err != nil {
+		return err
+	}
+	if m.GetAPIVersion() != privateGroups["cluster.x-k8s.io"]+"/v1beta1" {
+		return fmt.Errorf("probe answered with apiVersion %s", m.GetAPIVersion())
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/translate"
+)
+
+// MaxAdmissionReview caps an AdmissionReview (object and oldObject, each at most etcd's 1.5 MiB, plus envelope).
+const MaxAdmissionReview = 8 << 20
+
+// AdmissionOptions configure the proxy's webhook side (reference §5a).
+type AdmissionOptions struct {
+	// Upstream is the base URL of CAPI's webhook server, e.g. https://127.0.0.1:9443. A review that arrives on
+	// path P (the CAPI webhook's own path, e.g. /mutate-cluster-x-k8s-io-v1beta2-machinedeployment) goes to
+	// Upstream + P.
+	Upstream *url.URL
+	// Transport reaches Upstream; it must verify the webhook's certificate (default: http.DefaultTransport).
+	Transport http.RoundTripper
+	// Mapping is the group table (default groups.Default).
+	Mapping *groups.Mapping
+	// Metrics receive translation errors and counts (default: a fresh unregistered set). Pass Proxy.Metrics() to
+	// share the proxy's.
+	Metrics *Metrics
+}
+
+// Admission is the proxy's webhook side: an http.Handler for the AdmissionReviews kube-apiserver sends about the
+// private groups. Each review is translated private → standard (kind, resource, requestKind, requestResource,
+// object, oldObject), sent to CAPI's own webhook server, and its answer translated back (the JSONPatch of a
+// defaulting webhook included), so the upstream webhooks guard the private CRDs unchanged. It fails closed: a
+// review or answer that does not translate is an error answer, which kube-apiserver handles per the webhook's
+// failurePolicy.
+type Admission struct {
+	t        *translate.Translator
+	upstream *url.URL
+	rt       http.RoundTripper
+	m        *Metrics
+}
+
+// NewAdmission builds the webhook side.
+func NewAdmission(opts AdmissionOptions) (*Admission, error) {
+	if opts.Upstream == nil || opts.Upstream.Host == "" {
+		return nil, errors.New("admission: no upstream webhook server")
+	}
+	if opts.Mapping == nil {
+		opts.Mapping = groups.Default
+	}
+	if opts.Transport == nil {
+		opts.Transport = http.DefaultTransport
+	}
+	if opts.Metrics == nil {
+		m, err := NewMetrics(nil)
+		if err != nil {
+			return nil, err
+		}
+		opts.Metrics = m
+	}
+	return &Admission{t: translate.New(opts.Mapping), upstream: opts.Upstream, rt: opts.Transport, m: opts.Metrics}, nil
+}
+
+// The direction labels of the admission side are translation directions: a review from kube-apiserver is
+// translated like an API response (private → standard), the webhook's answer like an API request.
+const (
+	admissionIn  = "response"
+	admissionOut = "request"
+)
+
+// ServeHTTP handles one AdmissionReview.
+func (a *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "AdmissionReviews are POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	if !isJSON(r.Header.Get("Content-Type")) {
+		http.Error(w, "AdmissionReviews are JSON", http.StatusUnsupportedMediaType)
+		return
+	}
+	raw, err := readBounded(r.Body, MaxAdmissionReview)
+	if err != nil {
+		http.Error(w, "reading the AdmissionReview: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	t0 := time.Now()
+	in, err := a.t.AdmissionRequest(raw)
+	a.m.TranslationDuration.WithLabelValues(admissionIn).Observe(time.Since(t0).Seconds())
+	if err != nil {
+		a.m.TranslationErrors.WithLabelValues(admissionIn, translate.ReasonOf(err)).Inc()
+		http.Error(w, "capi-private: the AdmissionReview could not be translated: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if in.Translated {
+		a.m.ObjectsTranslated.WithLabelValues(admissionIn).Inc()
+	}
+
+	u := *a.upstream
+	u.Path = a.upstream.Path + r.URL.Path
+	u.RawPath = ""
+	u.RawQuery = r.URL.RawQuery
+	out, err := http.NewRequestWithContext(r.Context(), http.MethodPost, u.String(), bytes.NewReader(in.Body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	out.Header.Set("Content-Type", "application/json")
+	out.Header.Set("Accept", "application/json")
+	resp, err := a.rt.RoundTrip(out)
+	if err != nil {
+		if r.Context().Err() == nil {
+			a.m.UpstreamErrors.WithLabelValues(upstreamReason(err)).Inc()
+			http.Error(w, "capi-private: CAPI's webhook server is unavailable: "+err.Error(), http.StatusServiceUnavailable)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	body, err := readBounded(resp.Body, MaxAdmissionReview)
+	if err != nil {
+		a.m.UpstreamErrors.WithLabelValues(UpstreamStream).Inc()
+		http.Error(w, "capi-private: reading the webhook's answer: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	if resp.StatusCode != http.StatusOK {
+		// Not a review: kube-apiserver fails the call (failurePolicy). Nothing of it is an object to translate.
+		http.Error(w, "capi-private: CAPI's webhook server answered "+resp.Status, http.StatusBadGateway)
+		return
+	}
+	t0 = time.Now()
+	back, err := a.t.AdmissionResponse(body)
+	a.m.TranslationDuration.WithLabelValues(admissionOut).Observe(time.Since(t0).Seconds())
+	if err != nil {
+		a.m.TranslationErrors.WithLabelValues(admissionOut, translate.ReasonOf(err)).Inc()
+		http.Error(w, "capi-private: the webhook's answer could not be translated: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	if back.Changed {
+		a.m.ObjectsTranslated.WithLabelValues(admissionOut).Inc()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(back.Body)))
+	_, _ = w.Write(back.Body)
+}

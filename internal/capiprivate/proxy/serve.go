@@ -1,0 +1,637 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/translate"
+)
+
+// serve proxies one non-upgrade request: authorize, translate the request, forward it, translate the response.
+func (e *engine) serve(w http.ResponseWriter, r *http.Request) {
+	x := e.begin(r)
+	defer x.finish()
+	if rej := authorize(e.auth, r.Header, r.RemoteAddr); rej != nil {
+		x.reject(w, rej)
+		return
+	}
+	path, err := e.t.RequestPath(r.URL.Path)
+	if err != nil {
+		x.requestError(w, err)
+		return
+	}
+	x.path = path
+	if path.Hidden {
+		x.reject(w, hiddenRejection)
+		return
+	}
+	x.watch = isWatch(path, r.Method, r.URL.RawQuery)
+	query, err := e.t.RequestQuery(path, r.URL.RawQuery)
+	if err != nil {
+		x.requestError(w, err)
+		return
+	}
+	x.translated = path.Changed || query != r.URL.RawQuery
+	h, forced := upstreamHeaders(e.t, r.Header, path.Kind)
+	if forced != translate.ForcedNone {
+		e.m.ForcedJSON.WithLabelValues(string(forced)).Inc()
+	}
+	if translatedKind(path.Kind) && e.gzip {
+		// Ask for gzip ourselves (instead of leaving it to Go's transport) so bytes_total counts wire bytes.
+		h.Set("Accept-Encoding", "gzip")
+	}
+
+	var body io.Reader
+	contentLength := int64(0)
+	if r.Body != nil && r.Body != http.NoBody {
+		if path.Kind == translate.PathResource {
+			raw, err := readBounded(r.Body, e.maxBody)
+			if errors.Is(err, errTooLarge) {
+				x.reject(w, &rejection{http.StatusRequestEntityTooLarge, RejectRequestTooLarge,
+					"capi-private proxy: request body larger than " + strconv.Itoa(e.maxBody) + " bytes"})
+				return
+			}
+			if err != nil {
+				x.rejected, x.code = true, http.StatusBadRequest
+				writeStatus(w, http.StatusBadRequest, "BadRequest", "capi-private proxy: reading the request body: "+err.Error())
+				return
+			}
+			e.m.bytes[sideClient][dirRequest].Add(float64(len(raw)))
+			if len(raw) > 0 {
+				t0 := time.Now()
+				res, err := e.t.RequestBody(h.Get("Content-Type"), raw, path.Context())
+				e.m.TranslationDuration.WithLabelValues("request").Observe(time.Since(t0).Seconds())
+				if err != nil {
+					x.requestError(w, err)
+					return
+				}
+				if res.Translated {
+					e.m.ObjectsTranslated.WithLabelValues("request").Inc()
+					x.translated = true
+				}
+				if res.ContentType != h.Get("Content-Type") {
+					h.Set("Content-Type", res.ContentType)
+				}
+				body, contentLength = bytes.NewReader(res.Body), int64(len(res.Body))
+				e.m.bytes[sideUpstream][dirRequest].Add(float64(len(res.Body)))
+			}
+		} else {
+			// Untranslated paths (logs, proxy subresources, non-API paths): the body streams through.
+			body = &countingReader{r: r.Body, n: [2]countRef{{e.m, sideClient, dirRequest}, {e.m, sideUpstream, dirRequest}}}
+			contentLength = r.ContentLength
+		}
+	}
+
+	ctx := r.Context()
+	if x.watch {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(e.stopping, cancel)
+		defer stop()
+	}
+	out, err := http.NewRequestWithContext(ctx, r.Method, e.target(r, path.Upstream, query), body)
+	if err != nil {
+		x.requestError(w, err)
+		return
+	}
+	out.Header = h
+	out.ContentLength = contentLength
+	if contentLength == 0 {
+		out.Body = http.NoBody
+	}
+	if e.base != nil { // a server-side request: say who is calling (kube-apiserver records sourceIPs)
+		if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+			if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+				ip = strings.Join(prior, ", ") + ", " + ip
+			}
+			h.Set("X-Forwarded-For", ip)
+		}
+	}
+	resp, err := e.rt.RoundTrip(out)
+	if err != nil {
+		x.rejected = true
+		x.code = http.StatusServiceUnavailable
+		if r.Context().Err() != nil {
+			x.code = 499 // the client went away
+		}
+		e.upstreamFailed(w, r, err)
+		return
+	}
+	defer resp.Body.Close()
+	e.respond(w, x, resp)
+}
+
+// target is the upstream URL of a request.
+func (e *engine) target(r *http.Request, path, query string) string {
+	var u url.URL
+	if e.base != nil {
+		u = *e.base
+		u.Path = e.base.Path + path
+	} else {
+		u = *r.URL
+		u.Path = path
+	}
+	u.RawPath = ""
+	u.RawQuery = query
+	return u.String()
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBounded reads r whole, failing with errTooLarge past max bytes.
+func readBounded(r io.Reader, max int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+// respond writes kube-apiserver's answer to the client.
+func (e *engine) respond(w http.ResponseWriter, x *exchange, resp *http.Response) {
+	x.code = resp.StatusCode
+	if translatedKind(x.path.Kind) && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		if err := gunzip(resp, e.m); err != nil {
+			e.upstreamBroke(w, x, err)
+			return
+		}
+	}
+	if e.copyHeaders(w.Header(), resp.Header, x.path.Kind) {
+		x.translated = true
+	}
+	switch {
+	case x.watch && resp.StatusCode == http.StatusOK:
+		e.streamWatch(w, x, resp)
+	case translatedKind(x.path.Kind):
+		e.translateBody(w, x, resp)
+	default:
+		e.copyBody(w, x, resp)
+	}
+}
+
+// copyHeaders copies response headers: hop-by-hop headers and Content-Length dropped, Warning texts and
+// Location paths translated, document ETags suffixed with the mapping hash. It reports whether any changed.
+func (e *engine) copyHeaders(dst, src http.Header, kind translate.PathKind) bool {
+	changed := false
+	for k, vs := range src {
+		switch k {
+		case "Content-Length", "Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+			continue
+		case "Warning":
+			out := make([]string, len(vs))
+			for i, v := range vs {
+				out[i] = e.t.ResponseWarning(v)
+				changed = changed || out[i] != v
+			}
+			dst[k] = out
+		case "Location":
+			out := make([]string, len(vs))
+			for i, v := range vs {
+				out[i] = e.responseLocation(v)
+				changed = changed || out[i] != v
+			}
+			dst[k] = out
+		case "Etag":
+			if documentKind(kind) {
+				out := make([]string, len(vs))
+				for i, v := range vs {
+					out[i] = e.t.ResponseETag(v)
+				}
+				dst[k] = out
+				continue
+			}
+			dst[k] = vs
+		default:
+			dst[k] = vs
+		}
+	}
+	return changed
+}
+
+func (e *engine) responseLocation(v string) string {
+	u, err := url.Parse(v)
+	if err != nil || u.Path == "" {
+		return v
+	}
+	p := e.t.ResponsePath(u.Path)
+	if p == u.Path {
+		return v
+	}
+	u.Path, u.RawPath = p, ""
+	return u.String()
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// translateBody translates a response on an API path: small bodies whole (the fast path forwards their exact
+// bytes), large ones item by item; discovery and OpenAPI documents whole.
+func (e *engine) translateBody(w http.ResponseWriter, x *exchange, resp *http.Response) {
+	kind := x.path.Kind
+	limit := bufferLimit
+	if documentKind(kind) {
+		limit = 4 * e.maxObject
+	}
+	src := e.upstreamBody(resp)
+	buf, eof, err := readPrefix(src, limit)
+	if err != nil {
+		e.upstreamBroke(w, x, err)
+		return
+	}
+	if !eof && documentKind(kind) {
+		x.responseError(w, &translate.Error{Reason: translate.ReasonTooLarge, Offset: -1,
+			Err: errors.New("a discovery or OpenAPI document above " + strconv.Itoa(limit) + " bytes")})
+		return
+	}
+	out := &sink{w: w, m: e.m, status: resp.StatusCode}
+	// Documents are parsed as JSON whatever their Content-Type (kube-apiserver serves the OpenAPI v3 index as
+	// text/plain); other non-JSON answers are forwarded only if they hold nothing to rename.
+	if len(buf) == 0 || !documentKind(kind) && !isJSON(resp.Header.Get("Content-Type")) {
+		if !eof || e.t.NeedsResponse(buf) {
+			x.responseError(w, &translate.Error{Reason: translate.ReasonUnsupportedMediaType, Offset: -1,
+				Err: errors.New("a " + strconv.Quote(resp.Header.Get("Content-Type")) + " response that names a mapped group")})
+			return
+		}
+		x.errBody = buf
+		out.whole(buf)
+		return
+	}
+	if !eof {
+		e.streamList(w, x, out, buf, src)
+		return
+	}
+
+	t0 := time.Now()
+	var res translate.Result
+	switch kind {
+	case translate.PathResource:
+		if !e.t.NeedsResponse(buf) {
+			res = translate.Result{Body: buf}
+			break
+		}
+		if !bytes.Contains(buf, []byte(`"items":[`)) && !bytes.Contains(buf, []byte(`"rows":[`)) {
+			res, err = e.t.ResponseObject(buf, x.path.Context()) // one object: no framing
+			if err == nil && res.Translated {
+				e.m.ObjectsTranslated.WithLabelValues("response").Inc()
+			}
+			break
+		}
+		// A list or Table: item by item into a buffer, so that items are counted like streamed ones.
+		var b bytes.Buffer
+		b.Grow(len(buf) + len(buf)/8)
+		stats, serr := e.t.ResponseStream(&b, bytes.NewReader(buf), x.path.Context(), e.maxObject)
+		err = serr
+		res = translate.Result{Body: b.Bytes(), Translated: stats.Translated > 0, Changed: true, Drop: stats.Drop, Dropped: stats.Dropped}
+		if err == nil && stats.Translated > 0 {
+			e.m.ObjectsTranslated.WithLabelValues("response").Add(float64(stats.Translated))
+		}
+	case translate.PathDiscoveryRoot, translate.PathDiscoveryGroup, translate.PathDiscoveryVersion:
+		res, err = e.t.ResponseDiscovery(buf)
+		e.countDocument(res, err)
+	case translate.PathOpenAPIIndex:
+		res, err = e.t.ResponseOpenAPIIndex(buf)
+		e.countDocument(res, err)
+	case translate.PathOpenAPIDocument:
+		res, err = e.t.ResponseOpenAPIDocument(buf)
+		e.countDocument(res, err)
+	}
+	e.m.TranslationDuration.WithLabelValues("response").Observe(time.Since(t0).Seconds())
+	if err != nil {
+		x.responseError(w, err)
+		return
+	}
+	x.translated = x.translated || res.Translated
+	e.countFiltered(x, res.Dropped)
+	if res.Drop {
+		e.countFiltered(x, 1)
+		x.code = http.StatusNotFound
+		writeStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+		return
+	}
+	if x.code >= 400 {
+		x.errBody = res.Body
+	}
+	out.whole(res.Body)
+}
+
+func (e *engine) countDocument(res translate.Result, err error) {
+	if err == nil && res.Translated {
+		e.m.ObjectsTranslated.WithLabelValues("response").Inc()
+	}
+}
+
+func (e *engine) countFiltered(x *exchange, n int) {
+	if n == 0 {
+		return
+	}
+	kind := "discovery"
+	if x.path.Kind == translate.PathResource {
+		kind = "crd"
+	}
+	e.m.ObjectsFiltered.WithLabelValues(kind).Add(float64(n))
+}
+
+// streamList translates a large response item by item. The status line goes out with the first bytes, so a
+// failure before them is still a 502; after them the response is aborted (the client sees a broken stream,
+// never untranslated bytes).
+func (e *engine) streamList(w http.ResponseWriter, x *exchange, out *sink, prefix []byte, src *countingReader) {
+	t0, readWait, writeWait := time.Now(), src.wait, out.wait
+	stats, err := e.t.ResponseStream(out, io.MultiReader(bytes.NewReader(prefix), src), x.path.Context(), e.maxObject)
+	e.m.TranslationDuration.WithLabelValues("response").Observe((time.Since(t0) - (src.wait - readWait) - (out.wait - writeWait)).Seconds())
+	if stats.Translated > 0 {
+		e.m.ObjectsTranslated.WithLabelValues("response").Add(float64(stats.Translated))
+		x.translated = true
+	}
+	e.countFiltered(x, stats.Dropped)
+	if err == nil && stats.Drop && !out.started {
+		e.countFiltered(x, 1)
+		x.code = http.StatusNotFound
+		writeStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+		return
+	}
+	if err == nil {
+		return
+	}
+	var te *translate.Error
+	if !errors.As(err, &te) {
+		if out.writeErr != nil {
+			return // the client went away
+		}
+		e.upstreamBroke(w, x, err)
+		if out.started {
+			abort(w, err)
+		}
+		return
+	}
+	if !out.started {
+		x.responseError(w, err)
+		return
+	}
+	e.m.TranslationErrors.WithLabelValues("response", te.Reason).Inc()
+	x.rejected = true
+	abort(w, err)
+}
+
+// upstreamBroke handles a response body that broke off before anything was sent: 502.
+func (e *engine) upstreamBroke(w http.ResponseWriter, x *exchange, err error) {
+	e.m.UpstreamErrors.WithLabelValues(UpstreamStream).Inc()
+	e.log.Warn("kube-apiserver response broke off", "error", err)
+	x.rejected = true
+	x.code = http.StatusBadGateway
+	writeStatus(w, http.StatusBadGateway, "InternalError", "capi-private proxy: the kube-apiserver response broke off: "+err.Error())
+}
+
+// abort ends a response that cannot be completed: the client sees a broken stream, never a truncated body that
+// parses.
+func abort(w http.ResponseWriter, err error) {
+	if a, ok := w.(interface{ abort(error) }); ok {
+		a.abort(err)
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// streamWatch translates a watch event by event, flushing after each. A frame that fails to translate ends the
+// stream with an ERROR event (the client relists); upstream ending or the client leaving ends it quietly.
+func (e *engine) streamWatch(w http.ResponseWriter, x *exchange, resp *http.Response) {
+	e.m.WatchesActive.Inc()
+	defer e.m.WatchesActive.Dec()
+	out := &sink{w: w, m: e.m, status: resp.StatusCode}
+	out.start()
+	out.flush()
+	fr := translate.NewFrameReader(e.upstreamBody(resp), e.maxObject)
+	ctx := x.path.Context()
+	newline := []byte{'\n'}
+	for {
+		frame, err := fr.Next()
+		if err != nil {
+			var te *translate.Error
+			switch {
+			case err == io.EOF:
+			case errors.As(err, &te):
+				e.watchError(x, out, err)
+			case resp.Request.Context().Err() == nil:
+				e.m.UpstreamErrors.WithLabelValues(UpstreamStream).Inc()
+			}
+			return
+		}
+		t0 := time.Now()
+		res, err := e.t.ResponseWatchEvent(frame, ctx)
+		e.m.TranslationDuration.WithLabelValues("response").Observe(time.Since(t0).Seconds())
+		if err != nil {
+			e.watchError(x, out, err)
+			return
+		}
+		if res.Translated {
+			e.m.ObjectsTranslated.WithLabelValues("response").Inc()
+			x.translated = true
+		}
+		if res.Drop {
+			e.m.ObjectsFiltered.WithLabelValues("watch_event").Inc()
+			continue
+		}
+		typ := eventType(res.Body)
+		out.Write(res.Body)
+		out.Write(newline)
+		out.flush()
+		if out.writeErr != nil {
+			return
+		}
+		e.m.WatchEvents.WithLabelValues(typ).Inc()
+	}
+}
+
+func (e *engine) watchError(x *exchange, out *sink, err error) {
+	e.m.TranslationErrors.WithLabelValues("response", translate.ReasonOf(err)).Inc()
+	x.rejected = true
+	out.Write(translate.ErrorEvent(err))
+	out.flush()
+	e.m.WatchEvents.WithLabelValues("ERROR").Inc()
+}
+
+// copyBody forwards an untranslated body (logs, proxy subresources, non-API paths), flushing as it arrives when
+// its length is unknown (a streaming response).
+func (e *engine) copyBody(w http.ResponseWriter, x *exchange, resp *http.Response) {
+	out := &sink{w: w, m: e.m, status: resp.StatusCode}
+	if resp.ContentLength >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	out.start()
+	streaming := resp.ContentLength < 0
+	if streaming {
+		out.flush()
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			e.m.bytes[sideUpstream][dirResponse].Add(float64(n))
+			out.Write(buf[:n])
+			if streaming {
+				out.flush()
+			}
+			if out.writeErr != nil {
+				return
+			}
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			if resp.Request.Context().Err() == nil {
+				e.m.UpstreamErrors.WithLabelValues(UpstreamStream).Inc()
+				abort(w, err)
+			}
+			return
+		}
+	}
+}
+
+// upstreamBody reads a response body, counting its bytes unless gunzip already counts the compressed ones.
+func (e *engine) upstreamBody(resp *http.Response) *countingReader {
+	if _, ok := resp.Body.(*gzipBody); ok {
+		return &countingReader{r: resp.Body}
+	}
+	return &countingReader{r: resp.Body, n: [2]countRef{{e.m, sideUpstream, dirResponse}}}
+}
+
+// gunzip replaces a gzip response body by its decompressed stream, counting the compressed bytes.
+func gunzip(resp *http.Response, m *Metrics) error {
+	zr, err := gzip.NewReader(&countingReader{r: resp.Body, n: [2]countRef{{m, sideUpstream, dirResponse}}})
+	if err != nil {
+		return err
+	}
+	resp.Body = &gzipBody{Reader: zr, raw: resp.Body}
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	resp.Uncompressed = true
+	return nil
+}
+
+type gzipBody struct {
+	*gzip.Reader
+	raw io.ReadCloser
+}
+
+func (g *gzipBody) Close() error { return g.raw.Close() }
+
+// readPrefix reads up to limit bytes; eof reports that the body ended within them.
+func readPrefix(r io.Reader, limit int) (buf []byte, eof bool, err error) {
+	buf = make([]byte, 0, 8<<10)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= limit {
+				return buf, false, nil
+			}
+			nb := make([]byte, len(buf), min(2*cap(buf), limit))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+}
+
+// sink writes a response body: the status line goes out with the first byte (so a failure before it can still
+// change the status), writes are counted and timed, and a write error (the client went away) is sticky.
+type sink struct {
+	w        http.ResponseWriter
+	m        *Metrics
+	status   int
+	started  bool
+	writeErr error
+	wait     time.Duration
+}
+
+func (s *sink) start() {
+	if !s.started {
+		s.started = true
+		s.w.WriteHeader(s.status)
+	}
+}
+
+func (s *sink) Write(b []byte) (int, error) {
+	if s.writeErr != nil {
+		return 0, s.writeErr
+	}
+	s.start()
+	t0 := time.Now()
+	n, err := s.w.Write(b)
+	s.wait += time.Since(t0)
+	s.m.bytes[sideClient][dirResponse].Add(float64(n))
+	if err != nil {
+		s.writeErr = err
+	}
+	return n, err
+}
+
+// whole writes a complete body with its Content-Length.
+func (s *sink) whole(b []byte) {
+	s.w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	s.start()
+	if len(b) > 0 {
+		_, _ = s.Write(b)
+	}
+}
+
+func (s *sink) flush() {
+	if s.writeErr != nil {
+		return
+	}
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// countRef is one bytes_total counter.
+type countRef struct {
+	m          *Metrics
+	side, dirn int
+}
+
+// countingReader counts the bytes it reads (into up to two counters) and the time spent waiting for them.
+type countingReader struct {
+	r    io.Reader
+	n    [2]countRef
+	wait time.Duration
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	t0 := time.Now()
+	n, err := c.r.Read(p)
+	c.wait += time.Since(t0)
+	if n > 0 {
+		for _, ref := range c.n {
+			if ref.m != nil {
+				ref.m.bytes[ref.side][ref.dirn].Add(float64(n))
+			}
+		}
+	}
+	return n, err
+}
