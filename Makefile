@@ -14,8 +14,10 @@ export KUBEBUILDER_ASSETS := $(HUB_BIN)
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-unknown)
 LDFLAGS    := -s -w -X github.com/dcm-sp/acm-cluster-sp/internal/buildinfo.version=$(VERSION)
 GOTOOL     := go tool -modfile=tools/go.mod
-TEST_FLAGS ?= -timeout 30m
+TEST_FLAGS ?= -race -timeout 40m
 BIN        := bin/acm-cluster-sp
+CAPI_BIN   := bin/capi-private
+CAPI_DEV   := bin/capi-private-dev
 
 .PHONY: help
 help: ## list the targets
@@ -29,15 +31,21 @@ $(HUB_BIN)/.complete:
 	@hack/tools.sh >/dev/null
 
 .PHONY: build
-build: ## build bin/acm-cluster-sp with the version stamped in
+build: ## build bin/acm-cluster-sp and bin/capi-private with the version stamped in
 	go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/acm-cluster-sp
+	go build -trimpath -ldflags "$(LDFLAGS)" -o $(CAPI_BIN) ./cmd/capi-private
 
 .PHONY: run
 run: $(HUB_BIN)/.complete build ## run the service on an embedded local hub (acm-cluster-sp dev)
 	./$(BIN) dev $(RUN_ARGS)
 
+.PHONY: run-capi
+run-capi: $(HUB_BIN)/.complete ## run capi-private dev (bin/capi-private-dev): local hub, platform CAPI, private CRDs, webhook, proxy, upstream CAPI + ledger provider, demo cluster
+	go build -trimpath -ldflags "$(LDFLAGS)" -o $(CAPI_DEV) ./cmd/capi-private-dev
+	./$(CAPI_DEV) dev $(RUN_ARGS)
+
 .PHONY: test
-test: $(HUB_BIN)/.complete ## run every test (unit and integration, on the real local hub)
+test: $(HUB_BIN)/.complete ## run every test with the race detector (unit and integration, on the real local hub)
 	go test $(TEST_FLAGS) ./...
 
 BENCH_PKGS ?= ./internal/app/
@@ -45,6 +53,17 @@ BENCH_PKGS ?= ./internal/app/
 .PHONY: bench
 bench: $(HUB_BIN)/.complete ## benchmarks on the local hub: GET/LIST latency at 1,000 and 10,000 clusters, creates/s, status event latency
 	go test -run '^$$' -bench . -benchtime 1x -timeout 60m $(BENCH_PKGS)
+
+.PHONY: chaos
+chaos: $(HUB_BIN)/.complete build ## chaos suite (not in make test, ~45 min): two SP processes on the local hub; kill -9, NATS outage, hub faults, API server restart, load; prints a table, fails on any loss
+	CHAOS_SP_BIN=$(CURDIR)/$(BIN) CHAOS_REPORT=$(CURDIR)/bin/chaos-report.md CHAOS_LOG_DIR=$(CURDIR)/bin/chaos-logs \
+		go test -tags chaos -run TestChaos -v -count=1 -timeout 150m ./internal/chaos/
+
+BENCH_CAPI_TIME ?= 5s
+
+.PHONY: bench-capi
+bench-capi: $(HUB_BIN)/.complete ## capi-private proxy vs direct kube-apiserver: GET c=1, GET/LIST(50)/PATCH c=8, LIST 500/1,000/5,000 (heap, RSS), 200 watches; prints a table
+	go test -run '^$$' -bench . -benchtime $(BENCH_CAPI_TIME) -timeout 60m ./internal/capiprivate/proxy/hubtest
 
 SPECTRAL := tools/spectral/node_modules/.bin/spectral
 
@@ -70,10 +89,34 @@ generate: ## regenerate code from api/v1alpha1/openapi.yaml
 crds: ## regenerate internal/devhub/crds from the pinned upstream modules
 	hack/crds.sh
 
+.PHONY: capi-crds
+capi-crds: ## re-vendor capi-private's upstream CRDs and regenerate its private CRDs (internal/capiprivate/crds)
+	hack/capi-crds.sh
+
+.PHONY: manifests-check
+manifests-check: $(HUB_BIN)/.complete ## render deploy/ and its overlays and validate them on a local hub (server-side dry run, strict)
+	go run ./hack/manifestscheck
+
+# What the production image must not link (the Containerfile builds with -tags nodev).
+PROD_FORBIDDEN := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|^testing$$|/internal/(simulator|devhub|localhub|testpki|testwait|faultproxy)$$
+
+.PHONY: check-prod-deps
+check-prod-deps: ## fail when the production build (-tags nodev) links the dev harness or the testing package
+	@bad=$$(go list -deps -tags nodev ./cmd/acm-cluster-sp | grep -E '$(PROD_FORBIDDEN)' || true); \
+	 if [ -n "$$bad" ]; then echo "the production build links dev/test code:"; echo "$$bad"; exit 1; fi; \
+	 echo "production build (-tags nodev) links no dev harness"
+
+.PHONY: verify-capi-crds
+verify-capi-crds: ## fail when capi-private's vendored upstream CRDs or generated private CRDs are stale
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	 hack/capi-crds.sh $$tmp >/dev/null && \
+	 diff -r -x '*.go' $$tmp/upstream internal/capiprivate/crds/upstream && \
+	 diff -r $$tmp/private internal/capiprivate/crds/private && echo "capi-private CRDs current (make capi-crds)"
+
 .PHONY: verify
-verify: ## fail when generated code or CRDs are stale
+verify: verify-capi-crds ## fail when generated code or CRDs are stale
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	 hack/crds.sh $$tmp/crds >/dev/null && diff -r $$tmp/crds internal/devhub/crds && echo "CRDs current"
 	@$(MAKE) --no-print-directory generate >/dev/null && \
-	 if [ -n "$$(git status --porcelain -- api pkg internal)" ]; then echo "generated code is stale: run make generate"; git status --porcelain -- api pkg internal; exit 1; fi; \
+	 if [ -n "$$(git status --porcelain -- api pkg internal docs)" ]; then echo "generated code is stale: run make generate"; git status --porcelain -- api pkg internal docs; exit 1; fi; \
 	 echo "generated code current"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the local hub's binaries (kube-apiserver, kubectl, etcd) from the Go module proxy into a cache outside
-# the repository, exactly as ../shared/reference/local-hub.md §2–§4 describes. Idempotent: a complete cache is
+# Builds the local hub's binaries (kube-apiserver, kube-controller-manager, kubectl, etcd) from the Go module proxy into a cache outside
+# the repository, exactly as docs/local-hub.md–§4 describes. Idempotent: a complete cache is
 # detected by running each binary's --version, so an interrupted build is redone rather than trusted.
 #
 # Output directory: $KUBEBUILDER_ASSETS if set, else ${XDG_CACHE_HOME:-$HOME/.cache}/acm-cluster-sp/bin/<versions>.
@@ -18,9 +18,10 @@ step() { printf '[tools %4ds] %s\n' "$(( $(date +%s) - start ))" "$*" >&2; }
 
 have_apiserver() { [ -x "$OUT/kube-apiserver" ] && [ "$("$OUT/kube-apiserver" --version 2>/dev/null)" = "Kubernetes $K8S_VERSION" ]; }
 have_kubectl()   { [ -x "$OUT/kubectl" ] && "$OUT/kubectl" version --client 2>/dev/null | grep -q "Client Version: $K8S_VERSION\$"; }
+have_kcm()       { [ -x "$OUT/kube-controller-manager" ] && [ "$("$OUT/kube-controller-manager" --version 2>/dev/null)" = "Kubernetes $K8S_VERSION" ]; }
 have_etcd()      { [ -x "$OUT/etcd" ] && "$OUT/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}\$"; }
 
-if [ -f "$OUT/.complete" ] && have_apiserver && have_kubectl && have_etcd; then
+if [ -f "$OUT/.complete" ] && have_apiserver && have_kubectl && have_kcm && have_etcd; then
   step "hub binaries up to date in $OUT"
   echo "$OUT"
   exit 0
@@ -62,7 +63,7 @@ else
   step "etcd $ETCD_VERSION: cached"
 fi
 
-if ! have_apiserver || ! have_kubectl; then
+if ! have_apiserver || ! have_kubectl || ! have_kcm; then
   d=$SCRATCH/k8s-${K8S_VERSION#v}
   rm -rf "$d" && mkdir -p "$d"
   step "kubernetes $K8S_VERSION: downloading k8s.io/kubernetes"
@@ -84,8 +85,8 @@ if ! have_apiserver || ! have_kubectl; then
   } >"$d/go.mod"
   : >"$d/go.sum"
   step "kubernetes $K8S_VERSION: resolving modules ($(grep -c '=>' "$d/go.mod") staging replaces)"
-  (cd "$d" && go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" >/dev/null 2>&1) \
-    || (cd "$d" && go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION")
+  cmds="k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION"
+  (cd "$d" && go get $cmds >/dev/null 2>&1) || (cd "$d" && go get $cmds)
   now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   vf=""
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -97,6 +98,9 @@ if ! have_apiserver || ! have_kubectl; then
   step "kubernetes $K8S_VERSION: compiling kubectl"
   (cd "$d" && go build -trimpath -ldflags "-s -w $vf" -o "$OUT/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl && mv "$OUT/kubectl.tmp" "$OUT/kubectl")
   have_kubectl || { step "kubectl version does not report $K8S_VERSION"; exit 1; }
+  step "kubernetes $K8S_VERSION: compiling kube-controller-manager (garbage collector for the capi-private tests)"
+  (cd "$d" && go build -trimpath -ldflags "-s -w $vf" -o "$OUT/kube-controller-manager.tmp" k8s.io/kubernetes/cmd/kube-controller-manager && mv "$OUT/kube-controller-manager.tmp" "$OUT/kube-controller-manager")
+  have_kcm || { step "kube-controller-manager --version does not report $K8S_VERSION"; exit 1; }
   step "kubernetes $K8S_VERSION: ok"
 else
   step "kubernetes $K8S_VERSION: cached"

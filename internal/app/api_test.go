@@ -19,15 +19,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
-// The design document's two example payloads (design.md A.9.1), posted verbatim, create clusters that the
+// The design document's two example payloads (docs/architecture.md A.9.1), posted verbatim, create clusters that the
 // simulated operator takes to READY; GET then exposes the endpoint, console URL and a kubeconfig equal to the
 // operator's Secret.
 func TestDesignExamplesReachReady(t *testing.T) {
@@ -41,7 +43,7 @@ func TestDesignExamplesReachReady(t *testing.T) {
 				t.Fatalf("POST: %d %s", code, raw)
 			}
 			if c.Status != api.PENDING || c.Platform != api.ClusterPlatform(platform) || c.ProvisioningType != api.Hypershift ||
-				c.Version != "4.15" || c.OpenshiftVersion != "4.15.45" || c.Kubeconfig != "" || c.ApiEndpoint != "" || c.Namespace != "clusters" ||
+				c.Version != "4.15" || c.OpenshiftVersion != "4.15.45" || ptr.Deref(c.Kubeconfig, "") != "" || c.ApiEndpoint != "" || c.Namespace != "clusters" ||
 				c.Path != "clusters/"+c.Id || c.Nodes.Workers.Total != 3 || c.Nodes.ControlPlane.Total != 3 {
 				t.Fatalf("created resource: %s", raw)
 			}
@@ -62,7 +64,7 @@ func TestDesignExamplesReachReady(t *testing.T) {
 			if ready.ConsoleUrl == "" || ready.Nodes.Workers.Ready != 3 || ready.Nodes.ControlPlane.Ready != 3 {
 				t.Errorf("READY resource %+v", ready)
 			}
-			kc, err := base64.StdEncoding.DecodeString(ready.Kubeconfig)
+			kc, err := base64.StdEncoding.DecodeString(ptr.Deref(ready.Kubeconfig, ""))
 			if err != nil {
 				t.Fatalf("kubeconfig is not base64: %v", err)
 			}
@@ -81,7 +83,7 @@ func TestDesignExamplesReachReady(t *testing.T) {
 			if a, b := mustJSON(t, c.Spec), mustJSON(t, ready.Spec); a != b {
 				t.Errorf("GET spec %s != POST spec %s", b, a)
 			}
-			// ACM: ManagedCluster with the D6 labels, and the KlusterletAddonConfig once ACM's namespace exists.
+			// ACM: ManagedCluster with the managed-by, instance-id and service-type labels, and the KlusterletAddonConfig once ACM's namespace exists.
 			var mc clusterv1.ManagedCluster
 			if err := testHub.Client.Get(context.Background(), client.ObjectKey{Name: name}, &mc); err != nil || mc.Labels[meta.LabelInstanceID] != c.Id {
 				t.Fatalf("ManagedCluster: %v %v", err, mc.Labels)
@@ -207,31 +209,52 @@ func readExample(t testing.TB, name string) string {
 }
 
 func leftovers(t testing.TB, id, name string) []string {
+	t.Helper()
+	return leftoversIn(t, "clusters", id, name)
+}
+
+// leftoversIn lists every object an instance may leave on the hub, in the SP namespace ns.
+func leftoversIn(t testing.TB, ns, id, name string) []string {
+	t.Helper()
 	ctx := context.Background()
 	var out []string
+	must := func(err error) {
+		if err != nil {
+			t.Fatalf("looking for leftovers of %s: %v", id, err)
+		}
+	}
 	var hcs hyperv1.HostedClusterList
-	_ = testHub.Client.List(ctx, &hcs, client.InNamespace("clusters"), client.MatchingLabels{meta.LabelInstanceID: id})
+	must(testHub.Client.List(ctx, &hcs, client.InNamespace(ns), client.MatchingLabels{meta.LabelInstanceID: id}))
 	for _, o := range hcs.Items {
 		out = append(out, "HostedCluster/"+o.Name)
 	}
 	var nps hyperv1.NodePoolList
-	_ = testHub.Client.List(ctx, &nps, client.InNamespace("clusters"), client.MatchingLabels{meta.LabelInstanceID: id})
+	must(testHub.Client.List(ctx, &nps, client.InNamespace(ns), client.MatchingLabels{meta.LabelInstanceID: id}))
 	for _, o := range nps.Items {
 		out = append(out, "NodePool/"+o.Name)
 	}
 	var secrets corev1.SecretList
-	_ = testHub.Client.List(ctx, &secrets, client.InNamespace("clusters"), client.MatchingLabels{meta.LabelInstanceID: id})
+	must(testHub.Client.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{meta.LabelInstanceID: id}))
 	for _, o := range secrets.Items {
 		out = append(out, "Secret/"+o.Name)
 	}
+	var locks corev1.ConfigMapList
+	must(testHub.Client.List(ctx, &locks, client.InNamespace(ns), client.MatchingLabels{meta.LabelInstanceID: id}))
+	for _, o := range locks.Items {
+		out = append(out, "ConfigMap/"+o.Name)
+	}
 	var mc clusterv1.ManagedCluster
-	if err := testHub.Client.Get(ctx, client.ObjectKey{Name: name}, &mc); !apierrors.IsNotFound(err) {
+	if err := testHub.Client.Get(ctx, client.ObjectKey{Name: name}, &mc); err == nil {
 		out = append(out, "ManagedCluster/"+name)
+	} else if !apierrors.IsNotFound(err) {
+		must(err)
 	}
 	kac := &unstructured.Unstructured{}
 	kac.SetGroupVersionKind(hub.KlusterletAddonConfigGVK)
-	if err := testHub.Client.Get(ctx, client.ObjectKey{Namespace: name, Name: name}, kac); !apierrors.IsNotFound(err) {
+	if err := testHub.Client.Get(ctx, client.ObjectKey{Namespace: name, Name: name}, kac); err == nil {
 		out = append(out, "KlusterletAddonConfig/"+name)
+	} else if !apierrors.IsNotFound(err) {
+		must(err)
 	}
 	for _, a := range reservedAgents(t, id) {
 		out = append(out, "Agent reservation/"+a)
@@ -254,13 +277,7 @@ func reservedAgents(t testing.TB, id string) []string {
 
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %v", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, within, what, cond)
 }
 
 func mustJSON(t testing.TB, v any) string {

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,7 +31,10 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/health"
 	"github.com/dcm-sp/acm-cluster-sp/internal/httpapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/provision"
+	"github.com/dcm-sp/acm-cluster-sp/internal/reconcile"
 	"github.com/dcm-sp/acm-cluster-sp/internal/registration"
+	"github.com/dcm-sp/acm-cluster-sp/internal/security"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
 )
@@ -39,13 +43,14 @@ import (
 type App struct {
 	Config     *config.Config
 	Hub        *hub.Hub
-	Service    *clusters.Service
-	Reconciler *clusters.Reconciler
+	Service    *provision.Service
+	Reconciler *reconcile.Reconciler
 	Publisher  *events.Publisher
 	Registrar  *registration.Registrar
 	Health     *health.Checker
 	Platforms  *Platforms
 	Registry   *prometheus.Registry
+	Guard      *security.Guard
 
 	log      *slog.Logger
 	server   *httpapi.Server
@@ -62,8 +67,9 @@ type Options struct {
 	Listener net.Listener
 	// HealthInterval overrides the 10 s health refresh (tests).
 	HealthInterval time.Duration
-	// Reconciler tunes the clean-up/status reconciler (workers, resync period, orphan grace period).
-	Reconciler clusters.ReconcilerOptions
+	// Reconciler tunes the reconciler (workers, orphan grace period); its resync period is config resyncPeriod
+	// unless set here.
+	Reconciler reconcile.Options
 	// RegistrationBackoff and RegistrationMaxBackoff override the registration retry bounds (1s, 5m; tests).
 	RegistrationBackoff, RegistrationMaxBackoff time.Duration
 }
@@ -114,8 +120,8 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		interval = 10 * time.Second
 	}
 	h, err := hub.New(restCfg, hub.Options{
-		Namespace: cfg.Namespace, AgentNamespace: cfg.AgentNamespace, HypershiftNamespace: cfg.HypershiftNamespace,
-		DiscoveryInterval: interval, DiscoveryTimeout: 5 * time.Second, Log: log,
+		Namespace: cfg.Namespace, Provider: cfg.ProviderName, AgentNamespace: cfg.AgentNamespace, HypershiftNamespace: cfg.HypershiftNamespace,
+		DiscoveryInterval: interval, DiscoveryTimeout: 5 * time.Second, RequestTimeout: cfg.RequestTimeout, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -126,7 +132,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	h.OnKindChange(func(kind string) {
 		if kind == hub.KindDiscovery {
-			platforms.Refresh(context.Background())
+			platforms.Refresh()
 		}
 	})
 	pullSecret, err := pullSecretSource(cfg, h)
@@ -137,7 +143,8 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		DegradedGracePeriod: cfg.DegradedGracePeriod, ProvisioningTimeoutKubeVirt: cfg.ProvisioningTimeoutKubevirt,
 		ProvisioningTimeoutBareMetal: cfg.ProvisioningTimeoutBaremetal, DeletionWarnAfter: status.DefaultSettings().DeletionWarnAfter,
 	}
-	svc := clusters.New(h, clusters.Config{
+	svc := provision.New(h, provision.Config{
+		Provider: cfg.ProviderName,
 		Spec: clusters.SpecContext{Namespace: cfg.Namespace, AgentNamespace: cfg.AgentNamespace, DefaultPlatform: cfg.DefaultPlatform,
 			BaseDomain: cfg.BaseDomain, DefaultInfraEnv: cfg.DefaultInfraEnvName},
 		ManageACMObjects:               cfg.ManageACMObjects,
@@ -152,19 +159,28 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	a := &App{Config: cfg, Hub: h, Service: svc, Platforms: platforms, Registry: reg, log: log, listener: o.Listener}
-	var reporter clusters.Reporter
+	var reporter reconcile.Reporter
 	if cfg.NATSURL != "" {
 		naming, err := events.ResolveNaming(cfg.StatusPreset, events.Naming{Subject: cfg.StatusSubject, Type: cfg.StatusType, Source: cfg.StatusSource})
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
 		a.Publisher = events.New(events.Options{URL: cfg.NATSURL, ProviderName: cfg.ProviderName, Naming: naming,
-			Debounce: cfg.StatusDebounce, Registry: reg, Log: log})
+			Credentials: events.Credentials{CredsFile: cfg.NATSCredsFile, NkeySeedFile: cfg.NATSNkeySeedFile, User: cfg.NATSUser,
+				PasswordFile: cfg.NATSPasswordFile, CAFile: cfg.NATSCAFile, CertFile: cfg.NATSCertFile, KeyFile: cfg.NATSKeyFile},
+			Debounce: cfg.StatusDebounce, CreateStream: cfg.StatusCreateStream, StreamMaxAge: cfg.StatusStreamMaxAge, Registry: reg, Log: log,
+			Fence: func() bool { return a.leader.Holds() }})
 		reporter = a.Publisher
 	} else {
 		log.Warn("natsURL is not set: status events are disabled")
 	}
-	a.Reconciler = clusters.NewReconciler(svc, reporter, o.Reconciler, log)
+	ro := o.Reconciler
+	if ro.ResyncPeriod == 0 {
+		ro.ResyncPeriod = cfg.ResyncPeriod
+	}
+	ro.WaitForSync, ro.Log = h.WaitForSync, log
+	ro.CatchUp = func(ctx context.Context) error { return h.CatchUp(ctx, 10*time.Second) }
+	a.Reconciler = reconcile.New(h.Index(), svc, reporter, ro)
 	if a.Publisher != nil {
 		a.Publisher.OnDelivered(func(id string, st status.Status) {
 			if st == status.Deleted {
@@ -174,7 +190,12 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 
 	if cfg.RegistrationURL != "" {
+		httpClient, err := registration.NewHTTPClient(cfg.RegistrationTokenFile, cfg.RegistrationCAFile)
+		if err != nil {
+			return nil, err
+		}
 		a.Registrar, err = registration.New(registration.Options{
+			HTTPClient:  httpClient,
 			RegistryURL: cfg.RegistrationURL, Name: cfg.ProviderName, DisplayName: cfg.DisplayName, ProviderID: cfg.ProviderID,
 			Endpoint: strings.TrimSuffix(cfg.APIHost, "/") + "/api/v1alpha1/clusters",
 			Capabilities: func(ctx context.Context) registration.Capabilities {
@@ -203,18 +224,39 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		health.PlatformCheck("baremetal", platforms.BareMetalState),
 	}
 	if a.Publisher != nil {
-		checks = append(checks, health.InformationalCheck("nats", a.Publisher.Connected))
+		checks = append(checks, health.InformationalCheck("nats", a.Publisher.Connected),
+			health.Check{Name: "events", Run: a.Publisher.StreamHealth})
 	}
 	if a.Registrar != nil {
 		checks = append(checks, health.InformationalCheck("registration", a.Registrar.Status))
 	}
 	a.Health = health.New(checks, health.Options{Interval: interval, Ready: h.Synced})
-	a.server = httpapi.NewServer(svc, a.Health, log)
+	a.Guard, err = security.New(security.Options{Mode: cfg.Auth, Anonymous: cfg.AuthAnonymous, ClientCAFile: cfg.ClientCAFile,
+		APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: restCfg})
+	if err != nil {
+		return nil, err
+	}
+	a.server = httpapi.NewServer(svc, a.Health, a.Guard, httpapi.Options{Log: log, RequestTimeout: cfg.RequestTimeout})
 
 	a.leader, err = newLeader(restCfg, cfg.LeaderElection, cfg.ProviderName+"-leader", cfg.LeaseNamespace(), cfg.LeaseDuration, log)
 	if err != nil {
 		return nil, fmt.Errorf("leader election: %w", err)
 	}
+	tracked := func(component string, n func() int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "acm_sp_tracked_instances", ConstLabels: prometheus.Labels{"component": component},
+			Help: "Instances a component holds per-cluster state for (follows the live clusters; 0 on a follower)."}, func() float64 { return float64(n()) })
+	}
+	reg.MustRegister(tracked("reconciler", a.Reconciler.Remembered), tracked("provision", a.Service.Remembered))
+	if a.Publisher != nil {
+		reg.MustRegister(tracked("publisher", a.Publisher.Tracked))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "acm_sp_leader", Help: "1 while this replica runs the leader's tasks (reconciler, status events, registration)."},
+		func() float64 {
+			if a.leader.Leading() {
+				return 1
+			}
+			return 0
+		}))
 	a.leader.add(a.Reconciler)
 	if a.Publisher != nil {
 		a.leader.add(a.Publisher)
@@ -263,6 +305,16 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	listener := a.listener
+	if a.Config.TLS() {
+		tlsCfg, err := security.ServingTLS(ctx, a.Config.TLSCertFile, a.Config.TLSKeyFile, a.Guard.ClientCA())
+		if err != nil {
+			return err
+		}
+		listener = tls.NewListener(listener, tlsCfg)
+	}
+	go a.Guard.Run(ctx)
+	a.warnIfUnauthenticated(ctx)
 	a.Hub.Start(ctx)
 	if a.Publisher != nil {
 		// Every replica connects (the health check reports it); only the leader publishes.
@@ -271,13 +323,18 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
+	// Requests run under their own context, cancelled only when the shutdown budget is spent (not when ctx ends:
+	// requests in flight are answered first).
+	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return reqCtx }}
 	errs := make(chan error, 3)
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		if err := srv.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs <- fmt.Errorf("http server: %w", err)
 		}
 	}()
@@ -296,7 +353,8 @@ func (a *App) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.leader.run(ctx)
 	}()
-	a.log.Info("serving", "address", a.listener.Addr().String(), "namespace", a.Config.Namespace, "platformsEnabled", a.Config.EnabledPlatforms)
+	a.log.Info("serving", "address", a.listener.Addr().String(), "tls", a.Config.TLS(), "auth", a.Config.Auth,
+		"anonymous", a.Config.AuthAnonymous, "namespace", a.Config.Namespace, "platformsEnabled", a.Config.EnabledPlatforms)
 
 	var runErr error
 	select {
@@ -304,15 +362,63 @@ func (a *App) Run(ctx context.Context) error {
 	case runErr = <-errs:
 		cancel()
 	}
-	shutdownCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	// One budget for the whole shutdown (shutdownTimeout): requests in flight, the leader's tasks, NATS.
+	began := time.Now()
+	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.Config.ShutdownTimeout)
 	defer stop()
-	_ = srv.Shutdown(shutdownCtx)
-	wg.Wait()
+	// Requests in flight get most of the budget to finish; those still running then are cancelled, which they
+	// answer with a 503 (retry) in the time left; whatever is still open at the end is closed.
+	drain, endDrain := context.WithTimeout(shutdownCtx, a.Config.ShutdownTimeout-min(a.Config.ShutdownTimeout/4, time.Second))
+	err = srv.Shutdown(drain)
+	endDrain()
+	if err != nil {
+		a.log.Warn("shutdown: cancelling the requests still in flight", "budget", a.Config.ShutdownTimeout.String())
+		cancelRequests()
+		if srv.Shutdown(shutdownCtx) != nil {
+			_ = srv.Close()
+		}
+	}
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-shutdownCtx.Done():
+		a.log.Warn("shutdown: the budget is spent; exiting while leader tasks still stop", "budget", a.Config.ShutdownTimeout.String())
+	}
 	if a.Publisher != nil {
 		a.Publisher.Close()
 	}
+	a.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond).String())
 	return runErr
 }
+
+// warnIfUnauthenticated says loudly, at start and every hour, that the API is open to anyone who can reach a
+// non-loopback address (auth none with allowUnauthenticated).
+func (a *App) warnIfUnauthenticated(ctx context.Context) {
+	if a.Config.Auth != config.AuthNone || config.IsLoopback(a.Config.ListenAddress) {
+		return
+	}
+	warn := func() {
+		a.log.Warn("the API is UNAUTHENTICATED on a non-loopback address: anyone who reaches it can create and delete clusters and read their admin kubeconfigs (auth: none, allowUnauthenticated: true)",
+			"address", a.Config.ListenAddress)
+	}
+	warn()
+	go func() {
+		t := time.NewTicker(unauthenticatedWarningEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				warn()
+			}
+		}
+	}()
+}
+
+// unauthenticatedWarningEvery is how often warnIfUnauthenticated repeats itself.
+var unauthenticatedWarningEvery = time.Hour
 
 func loadRestConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {
@@ -357,25 +463,26 @@ func loadMatrix(file string) (versions.Matrix, error) {
 	return m, nil
 }
 
-// pullSecretSource returns where each cluster's pull secret comes from: the configured file or inline value
-// (checked now), or the named Secret in the namespace (read at each create, so a rotation is picked up).
+// pullSecretSource returns where each cluster's pull secret comes from: the configured file (checked now, re-read at
+// each create so a rotated file is picked up) or the named Secret in the namespace (read at each create). There is
+// deliberately no inline value: it would sit in the process's command line, environment and pod spec.
 func pullSecretSource(cfg *config.Config, h *hub.Hub) (func(context.Context) ([]byte, error), error) {
 	switch {
 	case cfg.PullSecretFile != "":
-		data, err := os.ReadFile(cfg.PullSecretFile)
-		if err != nil {
-			return nil, fmt.Errorf("config: pullSecretFile: %w", err)
+		read := func() ([]byte, error) {
+			data, err := os.ReadFile(cfg.PullSecretFile)
+			if err != nil {
+				return nil, fmt.Errorf("pullSecretFile: %w", err)
+			}
+			if err := config.CheckPullSecret(data); err != nil {
+				return nil, fmt.Errorf("pullSecretFile %s: %w", cfg.PullSecretFile, err)
+			}
+			return data, nil
 		}
-		if err := config.CheckPullSecret(data); err != nil {
-			return nil, fmt.Errorf("config: pullSecretFile %s: %w", cfg.PullSecretFile, err)
+		if _, err := read(); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
 		}
-		return func(context.Context) ([]byte, error) { return data, nil }, nil
-	case cfg.PullSecret != "":
-		data, err := cfg.InlinePullSecret()
-		if err != nil {
-			return nil, fmt.Errorf("config: pullSecret: %w", err)
-		}
-		return func(context.Context) ([]byte, error) { return data, nil }, nil
+		return func(context.Context) ([]byte, error) { return read() }, nil
 	case cfg.PullSecretName != "":
 		return func(ctx context.Context) ([]byte, error) {
 			var s corev1.Secret
@@ -390,6 +497,6 @@ func pullSecretSource(cfg *config.Config, h *hub.Hub) (func(context.Context) ([]
 		}, nil
 	}
 	return func(context.Context) ([]byte, error) {
-		return nil, errors.New("no pull secret configured (pullSecretFile, pullSecretName or pullSecret)")
+		return nil, errors.New("no pull secret configured (pullSecretFile or pullSecretName)")
 	}, nil
 }

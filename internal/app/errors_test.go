@@ -13,8 +13,10 @@ import (
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,12 +67,109 @@ func TestErrorClasses(t *testing.T) {
 		{"unknown route", "GET", sp.URL + "/api/v1alpha1/nodes", "", "", 404, "no route"},
 		{"unknown method", "PUT", base, "application/json", ok, 405, "PUT"},
 		{"patch item", "PATCH", base + "/x", "application/json", "{}", 405, "PATCH"},
+		// Bad input is a clear 400 naming the field, never a 500.
+		{"memory overflow", "POST", base, "application/json", sized("memory", "99999999TB"), 400, "spec.nodes.workers.memory"},
+		{"memory 1e400", "POST", base, "application/json", sized("memory", "1e400"), 400, "spec.nodes.workers.memory"},
+		{"storage 10^22 exabytes", "POST", base, "application/json", sized("storage", "9999999999999999999999E"), 400, "spec.nodes.workers.storage"},
+		{"memory in millibytes", "POST", base, "application/json", sized("memory", "1m"), 400, "spec.nodes.workers.memory"},
+		{"unknown field", "POST", base, "application/json", `{"spec":{"version":"1.30","metadata":{"name":"uf"},"pullSecret":"eyJ9"}}`, 400, "spec.pullSecret: unknown field"},
+		{"base domain not a domain", "POST", base, "application/json", `{"version":"1.30","metadata":{"name":"bd"},"provider_hints":{"acm":{"base_domain":"10.0.0.1"}}}`, 400, "base_domain"},
+		{"malformed query", "GET", base + "?page_token=%zz", "", "", 400, "malformed query string"},
+		{"undecodable page token", "GET", base + "?page_token=%25%25%25", "", "", 400, "page_token"},
+		{"two page sizes", "GET", base + "?max_page_size=1&max_page_size=2", "", "", 400, "max_page_size"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			code, h, body := do(t, c.method, c.url, c.ctype, []byte(c.body))
 			assertProblem(t, code, h, body, c.want, c.detail)
 		})
+	}
+}
+
+func sized(key, value string) string {
+	return fmt.Sprintf(`{"spec":{"version":"1.30","metadata":{"name":"sz"},"nodes":{"workers":{"count":1,%q:%q}}}}`, key, value)
+}
+
+// A rendered object the hub refuses as Invalid — here by a platform team's ValidatingAdmissionPolicy — is a 422
+// carrying the hub's reason, not a 500, and leaves nothing behind.
+func TestHubRejectionIs422(t *testing.T) {
+	sp := shared(t)
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-vap-denied-clusters"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"hypershift.openshift.io"}, APIVersions: []string{"*"}, Resources: []string{"hostedclusters"}}}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "!object.metadata.name.startsWith('vap-denied')", Message: "cluster names starting with vap-denied are reserved by policy"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-vap-denied-clusters"},
+		Spec:       admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+	}
+	cs, err := kubernetes.NewForConfig(testHub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vaps := cs.AdmissionregistrationV1()
+	if _, err := vaps.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vaps.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = vaps.ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = vaps.ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
+	})
+	// The policy takes effect asynchronously: retry (with a new name each time) until the hub enforces it.
+	var code int
+	var h http.Header
+	var body []byte
+	var name, id string
+	waitFor(t, 30*time.Second, "the admission policy enforced", func() bool {
+		name = uniqueName("vap-denied")
+		id = "inst-" + name
+		code, h, body = do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters?id="+id, "application/json", []byte(kubevirtBody(name, 1)))
+		if code == http.StatusCreated {
+			if c, _, _ := do(t, http.MethodDelete, sp.URL+"/api/v1alpha1/clusters/"+id, "", nil); c != http.StatusNoContent {
+				t.Fatalf("delete before the policy took effect: %d", c)
+			}
+		}
+		return code != http.StatusCreated
+	})
+	assertProblem(t, code, h, body, http.StatusUnprocessableEntity, "cluster names starting with vap-denied are reserved by policy")
+	waitFor(t, 10*time.Second, "rollback", func() bool { return len(leftovers(t, id, name)) == 0 })
+}
+
+// Metric labels come from fixed sets: an invented HTTP method is "other", an unknown path "unmatched".
+func TestMetricLabelsBounded(t *testing.T) {
+	sp := shared(t)
+	for _, m := range []string{"BREW", "PROPFIND-" + uniqueName("x")} {
+		req, _ := http.NewRequest(m, sp.URL+"/api/v1alpha1/"+uniqueName("nowhere"), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	mfs, err := sp.App.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "acm_sp_http_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "method" && strings.HasPrefix(l.GetValue(), "PROPFIND") || l.GetValue() == "BREW" || strings.Contains(l.GetValue(), "nowhere") {
+					t.Fatalf("unbounded label %s=%s", l.GetName(), l.GetValue())
+				}
+			}
+		}
 	}
 }
 
@@ -89,7 +188,7 @@ func TestReadOnlyFieldsIgnored(t *testing.T) {
 	name := uniqueName("ro")
 	body := fmt.Sprintf(`{"spec":{"version":"1.30","metadata":{"name":%q},"status":"READY","id":"forged","kubeconfig":"Zm9yZ2Vk","api_endpoint":"https://evil"}}`, name)
 	code, c, raw := sp.create(t, "", body)
-	if code != http.StatusCreated || c.Status != api.PENDING || c.Id == "forged" || c.Kubeconfig != "" || strings.Contains(string(raw), "forged") {
+	if code != http.StatusCreated || c.Status != api.PENDING || c.Id == "forged" || ptr.Deref(c.Kubeconfig, "") != "" || strings.Contains(string(raw), "forged") {
 		t.Fatalf("%d %s", code, raw)
 	}
 }
@@ -133,7 +232,7 @@ func TestPlatformNotEnabled(t *testing.T) {
 // Secret does not exist, and its name must not leak).
 func TestInternalErrorNotLeaked(t *testing.T) {
 	cfg := testConfig("restricted")
-	cfg.PullSecret, cfg.PullSecretName = "", "secret-that-does-not-exist"
+	cfg.PullSecretFile, cfg.PullSecretName = "", "secret-that-does-not-exist"
 	cfg.ProviderName = "sp-internal"
 	sp := startSP(t, cfg, Options{})
 	code, h, raw := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters?id=inst-500", "application/json", []byte(kubevirtBody(uniqueName("five"), 1)))

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/events"
+	"github.com/dcm-sp/acm-cluster-sp/internal/faultproxy"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/simulator"
 )
@@ -163,16 +163,19 @@ func TestStatusEventsFailures(t *testing.T) {
 
 // A NATS outage during transitions ends with every cluster's latest status delivered.
 func TestStatusEventsSurviveNATSOutage(t *testing.T) {
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	store := t.TempDir()
-	srv, err := devhub.StartNATSWith(context.Background(), devhub.NATSOptions{StoreDir: store, Port: port})
+	// The SP dials a forwarder that keeps the server's address while the server goes away and comes back.
+	fwd, err := faultproxy.NewTCP("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := srv.ClientURL()
-	sp := startSP(t, eventsConfig("faults", "sp-outage", url), Options{})
+	defer fwd.Close()
+	store := t.TempDir()
+	srv, err := devhub.StartNATSWith(context.Background(), devhub.NATSOptions{StoreDir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd.SetUpstream(strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	sp := startSP(t, eventsConfig("faults", "sp-outage", "nats://"+fwd.Addr), Options{})
 	var ids []string
 	for i := 0; i < 3; i++ {
 		name := uniqueName(fmt.Sprintf("out%d", i))
@@ -183,9 +186,10 @@ func TestStatusEventsSurviveNATSOutage(t *testing.T) {
 		ids = append(ids, id)
 	}
 	for _, id := range ids {
-		watchEvents(t, url, "sp-outage", id).until("PENDING", 10*time.Second)
+		watchEvents(t, srv.ClientURL(), "sp-outage", id).until("PENDING", 10*time.Second)
 	}
-	srv.Shutdown() // the bus goes away while the clusters provision
+	fwd.SetUpstream("") // the bus goes away while the clusters provision
+	srv.Shutdown()
 	srv.WaitForShutdown()
 	for _, id := range ids {
 		sp.waitStatus(t, id, "READY", 30*time.Second)
@@ -198,16 +202,82 @@ func TestStatusEventsSurviveNATSOutage(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(2 * time.Second)
-	srv, err = devhub.StartNATSWith(context.Background(), devhub.NATSOptions{StoreDir: store, Port: port})
+	// The publisher has tried, and failed, to deliver what changed during the outage.
+	failedBefore := counter(t, sp.App.Registry, "acm_sp_events_failed_total")
+	waitFor(t, 10*time.Second, "failed publish attempts during the outage", func() bool {
+		return counter(t, sp.App.Registry, "acm_sp_events_failed_total") > failedBefore
+	})
+	srv, err = devhub.StartNATSWith(context.Background(), devhub.NATSOptions{StoreDir: store}) // same store
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
+	fwd.SetUpstream(strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	for _, id := range ids {
-		seq, _ := watchEvents(t, url, "sp-outage", id).until("READY", 30*time.Second)
+		seq, _ := watchEvents(t, srv.ClientURL(), "sp-outage", id).until("READY", 30*time.Second)
 		t.Logf("%s: %v", id, seq)
 	}
+}
+
+// Without a stream for the status subjects, a deleted cluster's DELETED is held — and its HostedCluster with it,
+// by the SP's finalizer — while the events check says why; once a stream exists, DELETED is stored and the
+// HostedCluster goes. (The publisher once fell back to core NATS, counted DELETED delivered and let it go.)
+func TestDeletedHeldWithoutStream(t *testing.T) {
+	srv, err := devhub.StartNATSWith(context.Background(), devhub.NATSOptions{StoreDir: t.TempDir(), NoStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	url := srv.ClientURL()
+	sp := startSP(t, eventsConfig("faults", "sp-nostream", url), Options{})
+	name := uniqueName("nost")
+	id := "inst-" + name
+	if code, _, raw := sp.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
+		t.Fatalf("%d %s", code, raw)
+	}
+	sp.waitStatus(t, id, "READY", 30*time.Second)
+	if resp, err := sp.Client.DeleteClusterWithResponse(context.Background(), id, nil); err != nil || resp.StatusCode() != http.StatusNoContent {
+		t.Fatalf("DELETE: %v", err)
+	}
+	hc := &hyperv1.HostedCluster{}
+	key := client.ObjectKey{Namespace: "faults", Name: name}
+	waitFor(t, 15*time.Second, "the operator is done and only the SP's finalizer holds the HostedCluster", func() bool {
+		return testHub.Client.Get(context.Background(), key, hc) == nil && hc.DeletionTimestamp != nil &&
+			slices.Equal(hc.Finalizers, []string{meta.FinalizerStatus})
+	})
+	// DELETED was reported and tried: the publisher failed more than once since.
+	failed := counter(t, sp.App.Registry, "acm_sp_events_failed_total")
+	waitFor(t, 15*time.Second, "two more failed attempts", func() bool {
+		return counter(t, sp.App.Registry, "acm_sp_events_failed_total") >= failed+2
+	})
+	if testHub.Client.Get(context.Background(), key, hc) != nil {
+		t.Fatal("the HostedCluster went without DELETED stored anywhere")
+	}
+	var check string
+	waitFor(t, 5*time.Second, "the events check unhealthy", func() bool {
+		h := sp.App.Health.Report()
+		for _, c := range h.Checks {
+			if c.Name == "events" && c.Status == "unhealthy" {
+				check = c.Message
+				return h.Status == "unhealthy"
+			}
+		}
+		return false
+	})
+	if !strings.Contains(check, "no JetStream stream captures dcm.providers.sp-nostream.cluster.instances.*.status") {
+		t.Fatalf("events check: %q", check)
+	}
+	if gauge(t, sp.App.Registry, "acm_sp_events_no_stream") != 1 {
+		t.Fatal("acm_sp_events_no_stream is not 1")
+	}
+
+	if err := devhub.EnsureStatusStream(context.Background(), url); err != nil {
+		t.Fatal(err)
+	}
+	watchEvents(t, url, "sp-nostream", id).until("DELETED", 45*time.Second)
+	waitFor(t, 15*time.Second, "HostedCluster gone", func() bool {
+		return testHub.Client.Get(context.Background(), key, &hyperv1.HostedCluster{}) != nil
+	})
 }
 
 // The SP is down while a cluster's HostedCluster is being deleted; started again, it still delivers DELETED
@@ -237,7 +307,6 @@ func TestDeletedDeliveredAfterRestart(t *testing.T) {
 		}
 		return len(hc.Finalizers) == 1 && hc.Finalizers[0] == meta.FinalizerStatus
 	})
-	time.Sleep(time.Second)
 
 	startSP(t, cfg, Options{}) // the SP comes back
 	stream.until("DELETED", 30*time.Second)
@@ -289,15 +358,33 @@ func TestOnlyTheLeaderPublishes(t *testing.T) {
 
 // published sums acm_sp_events_published_total.
 func published(t testing.TB, reg *prometheus.Registry) float64 {
+	return counter(t, reg, "acm_sp_events_published_total")
+}
+
+// counter sums a counter's series; gauge sums a gauge's.
+func counter(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	return sum(t, reg, name, false)
+}
+
+func gauge(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	return sum(t, reg, name, true)
+}
+
+func sum(t testing.TB, reg *prometheus.Registry, name string, isGauge bool) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	total := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() == "acm_sp_events_published_total" {
+		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
-				total += m.GetCounter().GetValue()
+				if isGauge {
+					total += m.GetGauge().GetValue()
+				} else {
+					total += m.GetCounter().GetValue()
+				}
 			}
 		}
 	}

@@ -3,7 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +18,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/simulator"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/client"
 )
@@ -27,7 +28,7 @@ var testHub *devhub.Hub
 // Namespaces: the simulator plays the operator in simNamespaces only; the others hold clusters nobody reconciles
 // (pagination and benchmarks need objects, not a timeline).
 var (
-	simNamespaces   = []string{"clusters", "restricted", "faults", "events", "leader"}
+	simNamespaces   = []string{"clusters", "restricted", "faults", "events", "leader", "secure", "oldop", "shared", "flap"}
 	noSimNamespaces = []string{"pages", "bench", "benchev"}
 )
 
@@ -36,13 +37,19 @@ func TestMain(m *testing.M) {
 	os.Exit(devhub.RunTests(m, devhub.Options{}, func(h *devhub.Hub) func() {
 		testHub = h
 		ctx := context.Background()
+		var err error
+		if pullSecretFile, err = devhub.WritePullSecret(h.StateDir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		for _, ns := range append(append([]string{}, simNamespaces...), noSimNamespaces...) {
 			if err := devhub.EnsureNamespace(ctx, h.Client, ns); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(1)
 			}
 		}
-		stopSim, err := simulator.Start(ctx, h.Config, simulator.Options{Timeline: simulator.TestTimeline(), Namespaces: simNamespaces})
+		stopSim, err := simulator.Start(ctx, h.Config, simulator.Options{Timeline: simulator.TestTimeline(), Namespaces: simNamespaces,
+			OlderOperatorNamespaces: []string{"oldop"}})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -63,8 +70,8 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// dummyPullSecret is a syntactically valid dockerconfigjson for the local hub.
-var dummyPullSecret = base64.StdEncoding.EncodeToString([]byte(`{"auths":{"quay.io":{"auth":"ZGV2OmRldg==","email":"dev@example.com"}}}`))
+// pullSecretFile holds a syntactically valid dockerconfigjson for the local hub (written in TestMain).
+var pullSecretFile string
 
 // testConfig is the configuration the integration tests start from (namespace "clusters", both platforms, the
 // seeded InfraEnv and Agents).
@@ -73,7 +80,8 @@ func testConfig(namespace string) config.Config {
 	cfg.Namespace = namespace
 	cfg.AgentNamespace = "hardware-inventory"
 	cfg.ListenAddress = "127.0.0.1:0"
-	cfg.PullSecret = dummyPullSecret
+	cfg.PullSecretFile = pullSecretFile
+	cfg.Auth = config.AuthNone
 	cfg.ProviderName = "sp-" + namespace
 	cfg.LeaseDuration = 3 * time.Second
 	cfg.ResyncPeriod = time.Minute
@@ -98,10 +106,23 @@ func startSP(t testing.TB, cfg config.Config, o Options) *testSP {
 
 func launchSP(t testing.TB, cfg config.Config, o Options) *testSP {
 	t.Helper()
+	sp, ready := launchSPUntil(t, cfg, o, nil)
+	if !ready {
+		sp.stop()
+		t.Fatalf("SP not ready after 60s: %+v", sp.App.Health.Report())
+	}
+	return sp
+}
+
+// launchSPUntil starts an SP and waits until it is ready (true), or until abort says to stop waiting (false).
+func launchSPUntil(t testing.TB, cfg config.Config, o Options, abort func() bool) (*testSP, bool) {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	o.RestConfig = testHub.Config
+	if o.RestConfig == nil {
+		o.RestConfig = testHub.Config
+	}
 	if o.Log == nil {
 		o.Log = testLogger()
 	}
@@ -120,26 +141,26 @@ func launchSP(t testing.TB, cfg config.Config, o Options) *testSP {
 	go func() { done <- a.Run(ctx) }()
 	var once sync.Once
 	sp := &testSP{App: a, URL: "http://" + a.Addr(), stop: func() { once.Do(func() { cancel(); <-done }) }}
+	probe := http.DefaultClient
+	if cfg.TLS() {
+		// The readiness probe only: tests that use TLS verify the certificate themselves.
+		sp.URL = "https://" + a.Addr()
+		probe = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // probe only
+	}
 	sp.Client, err = client.NewClientWithResponses(sp.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(sp.URL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && len(a.Platforms.Available()) > 0 {
-				break
-			}
+	ready := func() bool {
+		resp, err := probe.Get(sp.URL + "/readyz")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			sp.stop()
-			t.Fatalf("SP not ready after 60s: %+v", a.Health.Report())
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && len(a.Platforms.Available()) > 0
 	}
-	return sp
+	testwait.Poll(60*time.Second, func() bool { return ready() || abort != nil && abort() })
+	return sp, ready()
 }
 
 var (
@@ -208,8 +229,8 @@ func (sp *testSP) get(t testing.TB, id string) (int, api.Cluster) {
 func (sp *testSP) waitStatus(t testing.TB, id string, want string, within time.Duration) (api.Cluster, []string) {
 	t.Helper()
 	var seen []string
-	deadline := time.Now().Add(within)
-	for {
+	var last api.Cluster
+	reached := testwait.Poll(within, func() bool {
 		code, c := sp.get(t, id)
 		st := string(c.Status)
 		if code == http.StatusNotFound {
@@ -220,14 +241,13 @@ func (sp *testSP) waitStatus(t testing.TB, id string, want string, within time.D
 		if len(seen) == 0 || seen[len(seen)-1] != st {
 			seen = append(seen, st)
 		}
-		if st == want {
-			return c, seen
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster %s: status %s (%q) after %v, want %s; seen %v", id, st, c.StatusMessage, within, want, seen)
-		}
-		time.Sleep(50 * time.Millisecond)
+		last = c
+		return st == want
+	})
+	if !reached {
+		t.Fatalf("cluster %s: status %s (%q) after %v, want %s; seen %v", id, last.Status, last.StatusMessage, within, want, seen)
 	}
+	return last, seen
 }
 
 // assertProblem checks an RFC 7807 answer.

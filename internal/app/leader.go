@@ -33,6 +33,60 @@ type leader struct {
 	leading             atomic.Bool
 	mu                  sync.Mutex
 	elected             chan struct{}
+	// terms serializes leadership terms: client-go calls OnStartedLeading on a goroutine of its own, which may
+	// still be starting when its elector has already returned; a term runs only while holding terms, and only if
+	// its context is still live, so a late or overlapping term never runs beside the next one.
+	terms sync.Mutex
+	fence *fencedLock
+}
+
+// fencedLock records when this replica last wrote the Lease as its holder. Another replica can acquire the Lease
+// only a full lease duration (as written in the record) after it last saw it change, so this replica's leadership is certain until its last
+// successful write's start plus the lease duration — whatever client-go's renew loop, slowed by a struggling API
+// server, still believes. Publishing stops at that bound (less a margin for clock rates and transit): two terms
+// on two replicas may overlap, their publishing does not.
+type fencedLock struct {
+	resourcelock.Interface
+	lease time.Duration
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (f *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return f.write(ctx, r, f.Interface.Create)
+}
+
+func (f *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return f.write(ctx, r, f.Interface.Update)
+}
+
+func (f *fencedLock) write(ctx context.Context, r resourcelock.LeaderElectionRecord, do func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	began := time.Now()
+	ours := r.HolderIdentity == f.Identity()
+	if !ours { // releasing: not ours from the moment we ask
+		f.mu.Lock()
+		f.until = time.Time{}
+		f.mu.Unlock()
+	}
+	err := do(ctx, r)
+	if err == nil && ours {
+		// The others wait the duration written in the record, whole seconds (client-go truncates 1.5s to 1s),
+		// not the one configured here.
+		d := min(f.lease, time.Duration(r.LeaseDurationSeconds)*time.Second)
+		f.mu.Lock()
+		if u := began.Add(d - d/10); u.After(f.until) {
+			f.until = u
+		}
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// holds reports whether no other replica can hold the Lease now.
+func (f *fencedLock) holds() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Now().Before(f.until)
 }
 
 func newLeader(cfg *rest.Config, enabled bool, name, namespace string, lease time.Duration, log *slog.Logger) (*leader, error) {
@@ -45,13 +99,19 @@ func newLeader(cfg *rest.Config, enabled bool, name, namespace string, lease tim
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	l.lock, err = resourcelock.New(resourcelock.LeasesResourceLock, namespace, name, cs.CoreV1(), cs.CoordinationV1(),
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, name, cs.CoreV1(), cs.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: host + "_" + uuid.NewString()})
 	if err != nil {
 		return nil, err
 	}
+	l.fence = &fencedLock{Interface: lock, lease: lease}
+	l.lock = l.fence
 	return l, nil
 }
+
+// Holds reports whether this replica certainly holds leadership now (always, without leader election): the
+// publisher sends nothing when it does not, so a replica whose term overlaps the next leader's stays silent.
+func (l *leader) Holds() bool { return !l.enabled || l.leading.Load() && l.fence.holds() }
 
 func (l *leader) add(t leaderTask) { l.tasks = append(l.tasks, t) }
 
@@ -68,15 +128,16 @@ func (l *leader) run(ctx context.Context) {
 		return
 	}
 	for ctx.Err() == nil {
-		var wg sync.WaitGroup
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock: l.lock, LeaseDuration: l.lease, RenewDeadline: l.renew, RetryPeriod: l.retry, ReleaseOnCancel: true,
 			Name: l.lock.Describe(),
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(tctx context.Context) {
-					wg.Add(1)
-					defer wg.Done()
-					l.term(tctx)
+					l.terms.Lock()
+					defer l.terms.Unlock()
+					if tctx.Err() == nil { // else this term ended before it could start
+						l.term(tctx)
+					}
 				},
 				OnStoppedLeading: func() {
 					if l.leading.Load() && ctx.Err() == nil {
@@ -89,8 +150,11 @@ func (l *leader) run(ctx context.Context) {
 			l.log.Error("leader election misconfigured", "error", err)
 			return
 		}
-		le.Run(ctx)
-		wg.Wait() // the previous term's tasks have stopped before a new campaign
+		le.Run(ctx) // returns with the term's context cancelled
+		// The term's tasks have stopped before a new campaign: a running term holds terms until they have; one
+		// that had not started yet sees its context cancelled and does nothing.
+		l.waitForTerm()
+
 		select {
 		case <-ctx.Done():
 		case <-time.After(l.retry):
@@ -98,7 +162,15 @@ func (l *leader) run(ctx context.Context) {
 	}
 }
 
-// term runs every task until ctx ends.
+// waitForTerm returns once no term is running.
+func (l *leader) waitForTerm() {
+	l.terms.Lock()
+	defer l.terms.Unlock()
+}
+
+// term runs every task until ctx ends, then stops them one after the other in the order they were added, each
+// only after the one before has returned: the reconciler reports no status after the publisher ended its term
+// (which would be published, stale, at the start of a later one).
 func (l *leader) term(ctx context.Context) {
 	l.leading.Store(true)
 	defer l.leading.Store(false)
@@ -110,15 +182,21 @@ func (l *leader) term(ctx context.Context) {
 	}
 	l.mu.Unlock()
 	l.log.Info("leading: running the reconciler, status events and registration")
-	var wg sync.WaitGroup
-	for _, t := range l.tasks {
-		wg.Add(1)
-		go func(t leaderTask) {
-			defer wg.Done()
-			if err := t.Start(ctx); err != nil && ctx.Err() == nil {
+	stops := make([]context.CancelFunc, len(l.tasks))
+	dones := make([]chan struct{}, len(l.tasks))
+	for i, t := range l.tasks {
+		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stops[i], dones[i] = cancel, make(chan struct{})
+		go func() {
+			defer close(dones[i])
+			if err := t.Start(tctx); err != nil && tctx.Err() == nil {
 				l.log.Error("leader task stopped", "error", err)
 			}
-		}(t)
+		}()
 	}
-	wg.Wait()
+	<-ctx.Done()
+	for i := range l.tasks {
+		stops[i]()
+		<-dones[i]
+	}
 }

@@ -12,12 +12,13 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/redact"
 )
 
 // Platforms decides which platforms the SP can provision: enabled in the configuration and with their APIs
 // discovered (KubeVirt on the infrastructure cluster; Agent/InfraEnv on the hub with agentNamespace set).
 // Availability is sticky for the life of the process: a later outage shows as an unhealthy check, not as a
-// platform that disappears from registration (dcm-contract.md §3).
+// platform that disappears from registration (docs/dcm.md).
 type Platforms struct {
 	cfg   *config.Config
 	hub   *hub.Hub
@@ -68,14 +69,14 @@ func (p *Platforms) Available() []string {
 
 // Refresh re-reads discovery (the hub's, and the external infrastructure cluster's when configured) and marks newly
 // discovered platforms available. It runs after every hub discovery.
-func (p *Platforms) Refresh(ctx context.Context) {
+func (p *Platforms) Refresh() {
 	d := p.hub.LastDiscovery()
 	kubevirtServed := d.Served[hub.APIKubeVirt]
 	infraMsg := "kubevirt.io/v1 served on the hub"
 	if p.infra != nil {
 		kubevirtServed, infraMsg = false, ""
 		if _, err := p.infra.ServerResourcesForGroupVersion(string(hub.APIKubeVirt)); err != nil {
-			infraMsg = "kubevirt.io/v1 not reachable on the infrastructure cluster: " + err.Error()
+			infraMsg = "kubevirt.io/v1 not reachable on the infrastructure cluster: " + redact.Cause(err)
 		} else {
 			kubevirtServed, infraMsg = true, "kubevirt.io/v1 served on the infrastructure cluster"
 		}

@@ -3,18 +3,24 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/client"
@@ -26,22 +32,63 @@ const DefaultServer = "http://127.0.0.1:8080"
 
 // clientOptions are the flags every client command shares.
 type clientOptions struct {
-	server string
-	token  string
-	output string
-	now    func() time.Time // injectable for golden tests
+	server     string
+	token      string
+	tokenFile  string
+	kubeconfig string
+	caFile     string
+	insecure   bool
+	output     string
+	now        func() time.Time // injectable for golden tests
+}
+
+// restConfig is how the CLI reaches the service: the server URL, and the credentials of --token, --token-file or
+// the current user of --kubeconfig (a bearer token, token file, exec plugin or client certificate — client-go
+// handles them all), verified with --certificate-authority. The kubeconfig's own server and CA belong to the hub,
+// not to this service, and are not used.
+func (o *clientOptions) restConfig() (*rest.Config, error) {
+	cfg := &rest.Config{}
+	if o.kubeconfig != "" {
+		kc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: not a usable kubeconfig", o.kubeconfig)
+		}
+		cfg = rest.AnonymousClientConfig(kc) // drops the credentials; put the user's back below
+		cfg.BearerToken, cfg.BearerTokenFile, cfg.ExecProvider, cfg.AuthProvider = kc.BearerToken, kc.BearerTokenFile, kc.ExecProvider, kc.AuthProvider
+		cfg.CertFile, cfg.KeyFile, cfg.CertData, cfg.KeyData = kc.CertFile, kc.KeyFile, kc.CertData, kc.KeyData
+		cfg.Username, cfg.Password = kc.Username, kc.Password
+		cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.ServerName, cfg.Insecure = "", nil, "", false
+	}
+	cfg.Host = strings.TrimSuffix(o.server, "/")
+	if o.token != "" {
+		cfg.BearerToken, cfg.BearerTokenFile = o.token, ""
+	}
+	if o.tokenFile != "" {
+		cfg.BearerToken, cfg.BearerTokenFile = "", o.tokenFile
+	}
+	cfg.TLSClientConfig.CAFile, cfg.Insecure = o.caFile, o.insecure
+	cfg.Timeout = time.Minute
+	u, err := url.Parse(cfg.Host)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server %q: want http(s)://host:port", o.server)
+	}
+	hasCreds := cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.ExecProvider != nil || cfg.Password != ""
+	if hasCreds && u.Scheme == "http" && !config.IsLoopback(u.Host) {
+		return nil, fmt.Errorf("refusing to send credentials over plain HTTP to %s: use an https:// --server", u.Host)
+	}
+	return cfg, nil
 }
 
 func (o *clientOptions) client() (*client.ClientWithResponses, error) {
-	server := strings.TrimSuffix(o.server, "/")
-	opts := []client.ClientOption{client.WithHTTPClient(&http.Client{Timeout: time.Minute})}
-	if o.token != "" {
-		opts = append(opts, client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
-			req.Header.Set("Authorization", "Bearer "+o.token)
-			return nil
-		}))
+	cfg, err := o.restConfig()
+	if err != nil {
+		return nil, err
 	}
-	return client.NewClientWithResponses(server, opts...)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client credentials: %w", err)
+	}
+	return client.NewClientWithResponses(cfg.Host, client.WithHTTPClient(hc))
 }
 
 func newClustersCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -55,7 +102,12 @@ func newClustersCommand(stdout, stderr io.Writer) *cobra.Command {
 		server = DefaultServer
 	}
 	cmd.PersistentFlags().StringVar(&o.server, "server", server, "base URL of the service (env SP_SERVER)")
-	cmd.PersistentFlags().StringVar(&o.token, "token", os.Getenv("SP_TOKEN"), "bearer token sent as Authorization (env SP_TOKEN; for when the API requires authentication)")
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.token, "token", os.Getenv("SP_TOKEN"), "bearer token (env SP_TOKEN), e.g. $(kubectl create token NAME -n NS) for a ServiceAccount of the hub")
+	pf.StringVar(&o.tokenFile, "token-file", os.Getenv("SP_TOKEN_FILE"), "file holding the bearer token, re-read when it changes (env SP_TOKEN_FILE)")
+	pf.StringVar(&o.kubeconfig, "kubeconfig", "", "use the current user of this kubeconfig (token, exec plugin or client certificate); its server is not used")
+	pf.StringVar(&o.caFile, "certificate-authority", os.Getenv("SP_CA_FILE"), "CA bundle that verifies the service's certificate (env SP_CA_FILE)")
+	pf.BoolVar(&o.insecure, "insecure-skip-tls-verify", false, "do not verify the service's certificate (insecure)")
 	cmd.AddCommand(
 		newCreateCommand(o, stdout),
 		newListCommand(o, stdout),
@@ -90,6 +142,11 @@ func apiError(code int, body []byte) error {
 }
 
 func transportError(server string, err error) error {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	if errors.As(err, &unknown) || errors.As(err, &hostname) {
+		return fmt.Errorf("%s: the service's certificate is not trusted: pass the CA that signed it with --certificate-authority (env SP_CA_FILE): %v", server, err)
+	}
 	return fmt.Errorf("cannot reach %s (is the service running? set --server or SP_SERVER): %v", server, err)
 }
 
@@ -358,10 +415,16 @@ func newKubeconfigCommand(o *clientOptions, stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if c.Kubeconfig == "" {
+			if c.KubeconfigOmitted != nil {
+				if *c.KubeconfigOmitted == api.ClusterKubeconfigOmittedForbidden {
+					return fmt.Errorf("cluster %s: the service withholds its kubeconfig from you: you need get on clusters/kubeconfig for %s in the hub's RBAC", c.Id, c.Id)
+				}
+				return fmt.Errorf("cluster %s: the service withholds its kubeconfig (%s); retry", c.Id, *c.KubeconfigOmitted)
+			}
+			if c.Kubeconfig == nil || *c.Kubeconfig == "" {
 				return fmt.Errorf("cluster %s is %s (%s); its kubeconfig is available once it is READY", c.Id, c.Status, c.StatusMessage)
 			}
-			data, err := base64.StdEncoding.DecodeString(c.Kubeconfig)
+			data, err := base64.StdEncoding.DecodeString(*c.Kubeconfig)
 			if err != nil {
 				return fmt.Errorf("the service returned a kubeconfig that is not base64: %v", err)
 			}

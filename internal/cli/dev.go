@@ -1,9 +1,12 @@
+//go:build !nodev
+
 package cli
 
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,30 +28,33 @@ import (
 )
 
 type devOptions struct {
-	stateDir   string
-	envFile    string
-	readyAfter time.Duration
-	verbose    bool
-	registry   string // "" off, "local" the loopback stand-in, else a registry URL
+	selfSignedTLS bool
+	stateDir      string
+	envFile       string
+	readyAfter    time.Duration
+	verbose       bool
+	registry      string // "" off, "local" the loopback stand-in, else a registry URL
 }
 
-// devPullSecret is a syntactically valid, useless pull secret: the local hub never pulls anything.
-var devPullSecret = base64.StdEncoding.EncodeToString([]byte(`{"auths":{"quay.io":{"auth":"ZGV2OmRldg==","email":"dev@localhost"}}}`))
-
 // devDefaults are dev mode's defaults; flags, SP_* variables and a --config file still override them.
-func devDefaults(hub *devhub.Hub) map[string]string {
+func devDefaults(hub *devhub.Hub, pullSecretFile string) map[string]string {
 	return map[string]string{
 		"namespace":           "clusters",
 		"agentNamespace":      "hardware-inventory",
 		"defaultInfraEnvName": "production-infraenv",
 		"listenAddress":       "127.0.0.1:8080",
-		"pullSecret":          devPullSecret,
+		"pullSecretFile":      pullSecretFile,
+		"auth":                config.AuthNone,
 		"natsURL":             hub.NATSURL,
 		"logLevel":            "warn",
 	}
 }
 
-func newDevCommand(stdout, stderr io.Writer) *cobra.Command {
+func init() { newDevCommand = devCommand }
+
+// devCommand is `dev`: everything on a local hub. Builds with the nodev tag (the production image) leave it out,
+// and with it envtest, the embedded NATS server and the simulator.
+func devCommand(stdout, stderr io.Writer) *cobra.Command {
 	var o devOptions
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -66,6 +72,7 @@ the HyperShift simulator that plays the operator, and the service itself against
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "log the hub's, the simulator's and the service's progress")
 	cmd.Flags().StringVar(&o.registry, "registry", "", "register with DCM: --registry starts a loopback registry stand-in, --registry=URL uses a real one (…/api/v1alpha1)")
 	cmd.Flags().Lookup("registry").NoOptDefVal = "local"
+	cmd.Flags().BoolVar(&o.selfSignedTLS, "self-signed-tls", false, "serve HTTPS with a certificate from a throw-away CA (written to the state directory); try with --auth kubernetes")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), loader, o, stdout, stderr) }
 	return cmd
 }
@@ -97,7 +104,11 @@ func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, st
 	}
 	defer stopSim()
 
-	loader.SetDefaults(devDefaults(hub))
+	pullSecretFile, err := devhub.WritePullSecret(hub.StateDir)
+	if err != nil {
+		return err
+	}
+	loader.SetDefaults(devDefaults(hub, pullSecretFile))
 	cfg, err := loader.Load(os.Getenv)
 	if err != nil {
 		return err
@@ -105,11 +116,26 @@ func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, st
 	if o.verbose && cfg.LogLevel == "warn" {
 		cfg.LogLevel = "info"
 	}
+	caFile := ""
+	if o.selfSignedTLS && !cfg.TLS() {
+		if caFile, cfg.TLSCertFile, cfg.TLSKeyFile, err = devhub.SelfSignedServing(hub.StateDir); err != nil {
+			return err
+		}
+	}
+	if cfg.Auth == config.AuthKubernetes {
+		if err := devhub.SeedAuth(ctx, hub.Config, cfg.Namespace, cfg.AuthAPIGroup); err != nil {
+			return fmt.Errorf("seeding the dev ServiceAccounts: %w", err)
+		}
+	}
 	listener := listenOrAny(cfg.ListenAddress, stderr)
 	if listener == nil {
 		return fmt.Errorf("cannot listen on %s or any loopback port", cfg.ListenAddress)
 	}
-	url := "http://" + listener.Addr().String()
+	scheme := "http"
+	if cfg.TLS() {
+		scheme = "https"
+	}
+	url := scheme + "://" + listener.Addr().String()
 	registryURL := ""
 	switch o.registry {
 	case "":
@@ -141,7 +167,7 @@ func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, st
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
-	if err := waitReady(ctx, url, done); err != nil {
+	if err := waitReady(ctx, url, caFile, done); err != nil {
 		return err
 	}
 
@@ -165,16 +191,44 @@ func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, st
 			cli = "./" + rel
 		}
 	}
-	server := ""
+	kubectl := filepath.Join(devhub.DefaultBinDir(), "kubectl") + " --kubeconfig " + hub.KubeconfigPath
+	var exports []string
+	curl := "curl -s"
 	if url != DefaultServer {
-		server = " --server " + url
+		exports = append(exports, "SP_SERVER="+url)
+	}
+	if caFile != "" {
+		exports = append(exports, "SP_CA_FILE="+caFile)
+		curl += " --cacert $SP_CA_FILE"
+	} else if cfg.TLS() {
+		curl += " -k"
+	}
+	fmt.Fprintf(stdout, "\nSecurity: auth %s, %s", cfg.Auth, strings.ToUpper(scheme))
+	if cfg.Auth == config.AuthNone {
+		fmt.Fprintf(stdout, " (dev only: loopback, no credentials). The secure path in one command:\n  make run RUN_ARGS='--auth kubernetes --self-signed-tls'\n")
+	} else {
+		fmt.Fprintf(stdout, ". Tokens are checked by the local hub's TokenReview, permissions by its RBAC:\n")
+		fmt.Fprintf(stdout, "  %s create token %s -n %s   # clusters and their admin kubeconfigs\n", kubectl, devhub.DevAdmin, cfg.Namespace)
+		fmt.Fprintf(stdout, "  %s create token %s -n %s     # what DCM's SPM needs: no kubeconfigs\n", kubectl, devhub.DevSPM, cfg.Namespace)
+		exports = append(exports, `SP_TOKEN=$(`+kubectl+" create token "+devhub.DevAdmin+" -n "+cfg.Namespace+`)`)
+		curl += ` -H "Authorization: Bearer $SP_TOKEN"`
 	}
 	fmt.Fprintf(stdout, "\nTry:\n")
-	fmt.Fprintf(stdout, "  %s clusters%s create --id demo-1 --name demo --version 1.30 && %s clusters%s wait demo-1\n", cli, server, cli, server)
-	fmt.Fprintf(stdout, "  curl -s %s/api/v1alpha1/clusters/demo-1\n", url)
-	fmt.Fprintf(stdout, "  %s --kubeconfig %s get hostedclusters,nodepools -n %s\n", filepath.Join(devhub.DefaultBinDir(), "kubectl"), hub.KubeconfigPath, cfg.Namespace)
+	for _, e := range exports {
+		fmt.Fprintf(stdout, "  export %s\n", e)
+	}
+	shownURL := url
+	if url != DefaultServer {
+		shownURL = "$SP_SERVER"
+	}
+	fmt.Fprintf(stdout, "  %s clusters create --id demo-1 --name demo --version 1.30 && %s clusters wait demo-1\n", cli, cli)
+	fmt.Fprintf(stdout, "  %s %s/api/v1alpha1/clusters/demo-1\n", curl, shownURL)
+	fmt.Fprintf(stdout, "  %s get hostedclusters,nodepools -n %s\n", kubectl, cfg.Namespace)
 	if o.envFile != "" {
 		env := map[string]string{"SP_URL": url, "NATS_URL": hub.NATSURL, "STATUS_SUBJECT": subject, "KUBECONFIG": hub.KubeconfigPath}
+		if caFile != "" {
+			env["SP_CA_FILE"] = caFile
+		}
 		if err := writeEnvFile(o.envFile, env); err != nil {
 			return err
 		}
@@ -204,7 +258,19 @@ func listenOrAny(addr string, stderr io.Writer) net.Listener {
 	return l
 }
 
-func waitReady(ctx context.Context, url string, done <-chan error) error {
+func waitReady(ctx context.Context, url, caFile string, done <-chan error) error {
+	probe := &http.Client{Timeout: 5 * time.Second}
+	if strings.HasPrefix(url, "https://") {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true} //nolint:gosec // dev readiness probe of our own listener
+		if caFile != "" {
+			if pem, err := os.ReadFile(caFile); err == nil {
+				pool := x509.NewCertPool()
+				pool.AppendCertsFromPEM(pem)
+				tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+			}
+		}
+		probe.Transport = &http.Transport{TLSClientConfig: tc}
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		select {
@@ -214,7 +280,7 @@ func waitReady(ctx context.Context, url string, done <-chan error) error {
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		if resp, err := http.Get(url + "/readyz"); err == nil {
+		if resp, err := probe.Get(url + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil

@@ -67,8 +67,13 @@ func printCluster(w io.Writer, o *clientOptions, c *api.Cluster) error {
 		return s
 	}
 	kubeconfig := "not available until READY"
-	if c.Kubeconfig != "" {
+	switch {
+	case c.Kubeconfig != nil && *c.Kubeconfig != "":
 		kubeconfig = "available: acm-cluster-sp clusters kubeconfig " + c.Id + " > kubeconfig"
+	case c.KubeconfigOmitted != nil && *c.KubeconfigOmitted == api.ClusterKubeconfigOmittedForbidden:
+		kubeconfig = "withheld: you may not get clusters/kubeconfig for this id"
+	case c.KubeconfigOmitted != nil:
+		kubeconfig = "withheld (" + string(*c.KubeconfigOmitted) + ")"
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	rows := [][2]string{

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/dcm-sp/acm-cluster-sp/internal/golden"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
@@ -23,7 +25,7 @@ func fixtures() []api.Cluster {
 		Spec:   json.RawMessage(`{"metadata":{"name":"dev-cluster-01"},"nodes":{"workers":{"count":3}},"provider_hints":{"acm":{"platform":"kubevirt"}},"service_type":"cluster","version":"1.30"}`),
 		Status: api.READY, StatusMessage: "Cluster is ready; workers 3/3 ready", Platform: api.Kubevirt, ProvisioningType: api.Hypershift,
 		Version: "1.30", OpenshiftVersion: "4.17.29", ApiEndpoint: "https://127.1.2.3:6443",
-		ConsoleUrl: "https://console-openshift-console.apps.dev-cluster-01.apps.local-hub.test", Kubeconfig: "YXBpVmVyc2lvbjogdjEK",
+		ConsoleUrl: "https://console-openshift-console.apps.dev-cluster-01.apps.local-hub.test", Kubeconfig: ptr.To("YXBpVmVyc2lvbjogdjEK"),
 		Nodes:     api.NodeCounts{ControlPlane: api.NodeCount{Ready: 3, Total: 3}, Workers: api.NodeCount{Ready: 3, Total: 3}},
 		Namespace: "clusters", CreateTime: fixedNow.Add(-26 * time.Hour), UpdateTime: fixedNow.Add(-25 * time.Hour),
 	}

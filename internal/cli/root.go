@@ -50,6 +50,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCommand(stdout, stderr), newDevCommand(stdout, stderr), newClustersCommand(stdout, stderr))
+	root.AddCommand(newServeCommand(stdout, stderr), newClustersCommand(stdout, stderr))
+	if newDevCommand != nil {
+		root.AddCommand(newDevCommand(stdout, stderr))
+	}
 	return root
 }

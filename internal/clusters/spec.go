@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -61,7 +63,7 @@ type WorkerSpec struct {
 	Storage *resource.Quantity
 }
 
-// aliases maps the design's camelCase spellings to canonical keys, per object path (dcm-contract.md §5.3).
+// aliases maps the design's camelCase spellings to canonical keys, per object path (docs/dcm.md).
 var aliases = map[string]map[string]string{
 	"":                   {"serviceType": "service_type", "providerHints": "provider_hints"},
 	"nodes":              {"controlPlane": "control_plane", "worker": "workers"},
@@ -69,57 +71,104 @@ var aliases = map[string]map[string]string{
 }
 
 // readOnly are resource fields a client may send back in a spec; they are ignored (dropped), not rejected.
-var readOnly = []string{"id", "path", "status", "status_message", "create_time", "update_time", "api_endpoint", "console_url", "kubeconfig"}
+var readOnly = []string{"id", "path", "status", "status_message", "create_time", "update_time", "api_endpoint", "console_url", "kubeconfig", "kubeconfig_omitted"}
+
+// knownKeys are the keys the API defines, per object path (canonical spellings). Anything else is refused with a
+// 400 naming it: the stored spec keeps only what the API defines, so a client that puts a pull secret or a token
+// under an invented key never sees it stored in plain text on the hub, cached by every replica, or echoed by GET
+// and LIST. provider_hints is the exception: hints for other providers are dropped (DCM forwards the user's spec
+// verbatim, and hints addressed to another provider are none of this one's business).
+var knownKeys = map[string][]string{
+	"":                    {"service_type", "metadata", "version", "nodes", "provider_hints", "pull_secret"},
+	"metadata":            {"name", "labels"},
+	"nodes":               {"control_plane", "workers"},
+	"nodes.control_plane": {"count", "cpu", "memory", "storage"},
+	"nodes.workers":       {"count", "cpu", "memory", "storage"},
+	"provider_hints.acm":  {"platform", "base_domain", "infra_env", "agent_labels", "provisioning_type"},
+}
+
+// MaxSpecBytes caps the normalized spec, which is stored in an annotation of the HostedCluster (the API server
+// allows 256 KiB for all annotations together) and held in every replica's cache.
+const MaxSpecBytes = 32 << 10
 
 var (
 	dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	dcmSizeRE  = regexp.MustCompile(`^([0-9]+)(MB|GB|TB)$`)
 )
 
-// Upper bounds that keep sizes and counts inside the API types (and far beyond any real cluster).
+// Bounds that keep counts and sizes inside the API types, and far beyond any real machine, so that no size can
+// overflow an int64 byte count (the Agent minimums) or a VM definition.
 const (
 	maxWorkers = 1000
 	maxCPU     = 1024
 )
 
-// reservedNames may not be used as cluster names (hypershift.md §1): they collide with hub namespaces.
+var (
+	minMemory  = resource.MustParse("1Gi")
+	maxMemory  = resource.MustParse("64Ti")
+	minStorage = resource.MustParse("1Gi")
+	maxStorage = resource.MustParse("1Pi")
+)
+
+// baseDomainRE is the HostedCluster CRD's own rule for spec.dns.baseDomain (x-kubernetes-validations, with
+// maxLength 253); TestBaseDomainRuleMatchesTheCRD keeps the two in step.
+var baseDomainRE = regexp.MustCompile(`^(?:(?:[a-zA-Z0-9-]+\.)+[a-zA-Z]{2,}|[a-zA-Z0-9-]+)$`)
+
+// reservedNames may not be used as cluster names (docs/hypershift-objects.md): they collide with hub namespaces.
 var reservedNames = []string{"default", "local-cluster", "hypershift", "multicluster-engine"}
 var reservedPrefixes = []string{"kube-", "openshift-", "open-cluster-management"}
 
 // ParseSpec reads a create body — the wrapped DCM form {"spec": …} or a flat spec — and validates and normalizes it.
 // Invalid input is a KindInvalid error naming every offending field; an unsupported platform or provisioning type
 // is KindUnprocessable.
-func ParseSpec(body []byte, sc SpecContext) (*Spec, error) {
+func ParseSpec(body []byte, sc SpecContext) (*Spec, error) { return parseSpec(body, sc, false) }
+
+// ParseStoredSpec reads a spec stored on a HostedCluster (a normalized spec). It is lenient where ParseSpec is
+// strict about the API's shape: keys unknown today (older versions kept them) are dropped rather than refused, so a
+// cluster created by an older version keeps converging.
+func ParseStoredSpec(stored []byte, sc SpecContext) (*Spec, error) {
+	return parseSpec(stored, sc, true)
+}
+
+func parseSpec(body []byte, sc SpecContext, lenient bool) (*Spec, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var top any
 	if err := dec.Decode(&top); err != nil {
-		return nil, invalid("request body is not valid JSON: %s", jsonErr(err))
+		return nil, Invalid("request body is not valid JSON: %s", jsonErr(err))
 	}
 	if dec.More() {
-		return nil, invalid("request body has data after the JSON object")
+		return nil, Invalid("request body has data after the JSON object")
 	}
 	root, ok := top.(map[string]any)
 	if !ok {
-		return nil, invalid("request body must be a JSON object")
+		return nil, Invalid("request body must be a JSON object")
 	}
 	prefix := ""
 	if inner, ok := root["spec"].(map[string]any); ok {
+		for k := range root {
+			if k != "spec" {
+				return nil, InvalidFields([]FieldError{{k, "unknown field: the DCM form is {\"spec\": {…}} alone"}})
+			}
+		}
 		root, prefix = inner, "spec."
 	} else if _, present := root["spec"]; present {
-		return nil, invalidFields([]FieldError{{"spec", "must be an object"}})
+		return nil, InvalidFields([]FieldError{{"spec", "must be an object"}})
 	}
-	p := &parser{prefix: prefix}
+	p := &parser{prefix: prefix, lenient: lenient}
 	s := p.parse(root, sc)
 	if len(p.unprocessable) > 0 {
-		return nil, unprocessable("%s", strings.Join(p.unprocessable, "; "))
+		return nil, Unprocessable("%s", strings.Join(p.unprocessable, "; "))
 	}
 	if len(p.errs) > 0 {
-		return nil, invalidFields(p.errs)
+		return nil, InvalidFields(p.errs)
 	}
 	data, err := json.Marshal(s.Canonical)
 	if err != nil {
-		return nil, internal(err, "normalizing the spec")
+		return nil, Internal(err, "normalizing the spec")
+	}
+	if len(data) > MaxSpecBytes {
+		return nil, InvalidFields([]FieldError{{"spec", fmt.Sprintf("the spec is %d bytes once normalized; at most %d", len(data), MaxSpecBytes)}})
 	}
 	s.JSON = string(data)
 	return s, nil
@@ -132,6 +181,7 @@ func jsonErr(err error) string {
 
 type parser struct {
 	prefix        string
+	lenient       bool // drop unknown keys instead of refusing them (stored specs)
 	errs          []FieldError
 	unprocessable []string
 }
@@ -163,6 +213,22 @@ func (p *parser) canonical(obj map[string]any, path string) map[string]any {
 		}
 		delete(out, alias)
 		out[canon] = v
+	}
+	if known, ok := knownKeys[path]; ok {
+		keys := make([]string, 0, len(out))
+		for k := range out {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !slices.Contains(known, k) && !(path == "" && slices.Contains(readOnly, k)) {
+				if p.lenient {
+					delete(out, k)
+					continue
+				}
+				p.fail(join(path, k), "unknown field (known: %s)", strings.Join(known, ", "))
+			}
+		}
 	}
 	return out
 }
@@ -254,12 +320,15 @@ func (p *parser) stringMap(v any, field string, labelSyntax bool) (map[string]st
 	return out, good
 }
 
-func (p *parser) size(v any, field string) (*resource.Quantity, bool) {
+func (p *parser) size(v any, field string, min, max resource.Quantity) (*resource.Quantity, bool) {
 	s, ok := p.str(v, field)
 	if !ok {
 		return nil, false
 	}
 	q, err := ParseSize(s)
+	if err == nil {
+		err = CheckSize(s, q, min, max)
+	}
 	if err != nil {
 		p.fail(field, "%v", err)
 		return nil, false
@@ -267,8 +336,32 @@ func (p *parser) size(v any, field string) (*resource.Quantity, bool) {
 	return &q, true
 }
 
-// ParseSize reads a DCM size (D9: MB, GB, TB are MiB, GiB, TiB) or a Kubernetes quantity; it must be positive.
+// CheckSize bounds a size (in bytes) to [min, max].
+func CheckSize(s string, q, min, max resource.Quantity) error {
+	if q.Cmp(min) < 0 {
+		return fmt.Errorf("%q is smaller than %s", s, humanBytes(min))
+	}
+	if q.Cmp(max) > 0 {
+		return fmt.Errorf("%q is larger than %s", s, humanBytes(max))
+	}
+	return nil
+}
+
+// humanBytes writes a binary quantity the way the API's sizes are written (1Gi → 1GiB).
+func humanBytes(q resource.Quantity) string { return q.String() + "B" }
+
+// ParseSize reads a DCM size (MB, GB, TB are MiB, GiB, TiB) or a Kubernetes quantity; it must be positive.
+// The syntax is bounded before anything is parsed: arithmetic on a quantity such as 9e9999999 takes seconds of CPU,
+// which no request may cost.
 func ParseSize(s string) (resource.Quantity, error) {
+	if len(s) > maxSizeLen {
+		return resource.Quantity{}, fmt.Errorf("%q is not a size: at most %d characters", truncate(s, maxSizeLen), maxSizeLen)
+	}
+	if m := exponentRE.FindStringSubmatch(s); m != nil {
+		if e, err := strconv.Atoi(m[1]); err != nil || e > 30 || e < -30 {
+			return resource.Quantity{}, fmt.Errorf("%q is not a size: exponent out of range", s)
+		}
+	}
 	if m := dcmSizeRE.FindStringSubmatch(s); m != nil {
 		unit := map[string]string{"MB": "Mi", "GB": "Gi", "TB": "Ti"}[m[2]]
 		q, err := resource.ParseQuantity(strings.TrimLeft(m[1], "0") + unit)
@@ -285,6 +378,18 @@ func ParseSize(s string) (resource.Quantity, error) {
 		return resource.Quantity{}, fmt.Errorf("%q must be greater than zero", s)
 	}
 	return q, nil
+}
+
+// maxSizeLen bounds a size string; exponentRE finds a decimal exponent (1e12).
+const maxSizeLen = 32
+
+var exponentRE = regexp.MustCompile(`[eE]([+-]?[0-9]+)$`)
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
@@ -305,6 +410,8 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 
 	// metadata
 	if md, ok := p.object(spec["metadata"], "metadata"); ok {
+		md = p.canonical(md, "metadata")
+		spec["metadata"] = md
 		if name, ok := p.str(md["name"], "metadata.name"); ok {
 			s.Name = name
 			p.checkName(name, sc)
@@ -333,6 +440,8 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 		nodes = p.canonical(nodes, "nodes")
 		spec["nodes"] = nodes
 		if cp, ok := p.object(nodes["control_plane"], "nodes.control_plane"); ok {
+			cp = p.canonical(cp, "nodes.control_plane")
+			nodes["control_plane"] = cp
 			if n, ok := p.integer(cp["count"], "nodes.control_plane.count", 1, 5); ok {
 				if n != 1 && n != 3 && n != 5 {
 					p.fail("nodes.control_plane.count", "must be 1, 3 or 5")
@@ -344,13 +453,15 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 				s.ControlPlane.CPU = &n
 			}
 			if cp["memory"] != nil {
-				s.ControlPlane.Memory, _ = p.size(cp["memory"], "nodes.control_plane.memory")
+				s.ControlPlane.Memory, _ = p.size(cp["memory"], "nodes.control_plane.memory", minMemory, maxMemory)
 			}
 			if cp["storage"] != nil {
-				p.size(cp["storage"], "nodes.control_plane.storage") // validated, then ignored (HyperShift manages etcd storage)
+				p.size(cp["storage"], "nodes.control_plane.storage", minStorage, maxStorage) // validated, then ignored (HyperShift manages etcd storage)
 			}
 		}
 		if w, ok := p.object(nodes["workers"], "nodes.workers"); ok {
+			w = p.canonical(w, "nodes.workers")
+			nodes["workers"] = w
 			if n, ok := p.integer(w["count"], "nodes.workers.count", 1, maxWorkers); ok {
 				c := int32(n)
 				s.Workers.Count = &c
@@ -359,10 +470,10 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 				s.Workers.CPU = &n
 			}
 			if w["memory"] != nil {
-				s.Workers.Memory, _ = p.size(w["memory"], "nodes.workers.memory")
+				s.Workers.Memory, _ = p.size(w["memory"], "nodes.workers.memory", minMemory, maxMemory)
 			}
 			if w["storage"] != nil {
-				s.Workers.Storage, _ = p.size(w["storage"], "nodes.workers.storage")
+				s.Workers.Storage, _ = p.size(w["storage"], "nodes.workers.storage", minStorage, maxStorage)
 			}
 		}
 	}
@@ -370,6 +481,11 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 	// provider_hints.acm
 	var acm map[string]any
 	if hints, ok := p.object(spec["provider_hints"], "provider_hints"); ok {
+		for k := range hints {
+			if k != "acm" {
+				delete(hints, k) // another provider's hints: not ours to store
+			}
+		}
 		if a, ok := p.object(hints["acm"], "provider_hints.acm"); ok {
 			acm = p.canonical(a, "provider_hints.acm")
 			hints["acm"] = acm
@@ -392,8 +508,8 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 	}
 	if v, present := acm["base_domain"]; present {
 		if bd, ok := p.str(v, "provider_hints.acm.base_domain"); ok && bd != "" {
-			if errs := validation.IsDNS1123Subdomain(bd); len(errs) > 0 {
-				p.fail("provider_hints.acm.base_domain", "%q is not a DNS domain: %s", bd, errs[0])
+			if len(bd) > 253 || !baseDomainRE.MatchString(bd) {
+				p.fail("provider_hints.acm.base_domain", "%q is not a valid domain name (e.g. example.com; letters, digits and '-', at most 253 characters)", bd)
 			}
 			s.BaseDomain = bd
 		}
@@ -412,7 +528,7 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 	if acm["agent_labels"] != nil {
 		s.AgentLabels, _ = p.stringMap(acm["agent_labels"], "provider_hints.acm.agent_labels", true)
 	}
-	// Fill in the effective platform (D3: the echo says which platform was used).
+	// Fill in the effective platform (the echo says which platform was used).
 	if len(p.unprocessable) == 0 && (platform == config.PlatformKubeVirt || platform == config.PlatformBareMetal) {
 		hints, _ := spec["provider_hints"].(map[string]any)
 		if hints == nil && spec["provider_hints"] == nil {
@@ -497,4 +613,17 @@ func (p *parser) checkName(name string, sc SpecContext) {
 			return
 		}
 	}
+}
+
+var idRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// CheckID validates a client-chosen instance id (AEP-133 pattern; "health" would shadow the health route).
+func CheckID(id string) error {
+	if !idRE.MatchString(id) {
+		return &Error{Kind: KindInvalid, Message: fmt.Sprintf("id %q must match ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", id), Fields: []FieldError{{"id", "invalid format"}}}
+	}
+	if id == "health" {
+		return &Error{Kind: KindInvalid, Message: `id "health" is reserved (it is the health endpoint's path)`, Fields: []FieldError{{"id", "reserved"}}}
+	}
+	return nil
 }

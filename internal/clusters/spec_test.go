@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,7 @@ import (
 
 var sc = SpecContext{Namespace: "clusters", AgentNamespace: "hardware-inventory", DefaultPlatform: "kubevirt", DefaultInfraEnv: ""}
 
-// The two example payloads of design.md A.9.1 (verbatim) and the DCM wire form, from api/v1alpha1/examples.
+// The two example payloads of docs/architecture.md A.9.1 (verbatim) and the DCM wire form, from api/v1alpha1/examples.
 var (
 	designKubeVirt  = example("design-kubevirt.json")
 	designBareMetal = example("design-baremetal.json")
@@ -83,19 +84,16 @@ func TestFormsNormalizeAlike(t *testing.T) {
 
 func TestParseNormalization(t *testing.T) {
 	ps := base64.StdEncoding.EncodeToString([]byte(`{"auths":{"r.example.com":{"auth":"eDp5"}}}`))
-	body := `{"spec": {"version": "1.30", "metadata": {"name": "c1"}, "custom_field": {"x": 1.5}, "status": "READY", "id": "forged",
-	  "kubeconfig": "forged", "pull_secret": "` + ps + `"}}`
+	body := `{"spec": {"version": "1.30", "metadata": {"name": "c1"}, "status": "READY", "id": "forged",
+	  "kubeconfig": "forged", "kubeconfig_omitted": "forbidden", "pull_secret": "` + ps + `"}}`
 	s, err := ParseSpec([]byte(body), sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, gone := range []string{"status", "forged", "kubeconfig", "pull_secret", ps} {
+	for _, gone := range []string{"status", "forged", "kubeconfig", "forbidden", "pull_secret", ps} {
 		if strings.Contains(s.JSON, gone) {
 			t.Errorf("canonical spec still contains %q: %s", gone, s.JSON)
 		}
-	}
-	if !strings.Contains(s.JSON, `"custom_field":{"x":1.5}`) {
-		t.Errorf("unknown key not kept verbatim: %s", s.JSON)
 	}
 	if !strings.Contains(s.JSON, `"service_type":"cluster"`) || !strings.Contains(s.JSON, `"provider_hints":{"acm":{"platform":"kubevirt"}}`) {
 		t.Errorf("defaults not filled in: %s", s.JSON)
@@ -103,9 +101,9 @@ func TestParseNormalization(t *testing.T) {
 	if string(s.PullSecret) != `{"auths":{"r.example.com":{"auth":"eDp5"}}}` {
 		t.Errorf("pull secret %q", s.PullSecret)
 	}
-	// Other providers' hints are kept, only acm is read.
-	s, err = ParseSpec([]byte(`{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"other":{"a":"b"}}}`), sc)
-	if err != nil || !strings.Contains(s.JSON, `"provider_hints":{"acm":{"platform":"kubevirt"},"other":{"a":"b"}}`) {
+	// Other providers' hints are dropped (never stored nor echoed), only acm is read.
+	s, err = ParseSpec([]byte(`{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"other":{"token":"s3cret"}}}`), sc)
+	if err != nil || !strings.Contains(s.JSON, `"provider_hints":{"acm":{"platform":"kubevirt"}}`) || strings.Contains(s.JSON, "s3cret") {
 		t.Fatalf("%v %s", err, s.JSON)
 	}
 	// An integral float count is an integer.
@@ -159,6 +157,28 @@ func TestParseErrors(t *testing.T) {
 		{name: "label value not string", body: `{"version":"1.30","metadata":{"name":"c1","labels":{"a":1}}}`, kind: KindInvalid, fields: []string{"metadata.labels.a"}},
 		{name: "bad pull secret", body: `{"version":"1.30","metadata":{"name":"c1"},"pull_secret":"bm90LWpzb24="}`, kind: KindInvalid, fields: []string{"pull_secret"}},
 		{name: "nodes not object", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":[]}`, kind: KindInvalid, fields: []string{"nodes"}},
+		// Unknown keys are refused wherever the API defines the object, naming the field.
+		{name: "unknown top-level key", body: `{"version":"1.30","metadata":{"name":"c1"},"pullSecret":"eyJhdXRocyI6e319"}`, kind: KindInvalid, fields: []string{"pullSecret"}, has: "unknown field"},
+		{name: "unknown wrapped key", body: `{"spec":{"version":"1.30","metadata":{"name":"c1"},"token":"abc"}}`, kind: KindInvalid, fields: []string{"spec.token"}},
+		{name: "key beside spec", body: `{"spec":{"version":"1.30","metadata":{"name":"c1"}},"token":"abc"}`, kind: KindInvalid, fields: []string{"token"}},
+		{name: "unknown worker key", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"gpu":1}}}`, kind: KindInvalid, fields: []string{"nodes.workers.gpu"}, has: "count, cpu, memory, storage"},
+		{name: "unknown metadata key", body: `{"version":"1.30","metadata":{"name":"c1","annotations":{"a":"b"}}}`, kind: KindInvalid, fields: []string{"metadata.annotations"}},
+		{name: "unknown acm key", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"pull_secret":"x"}}}`, kind: KindInvalid, fields: []string{"provider_hints.acm.pull_secret"}},
+		// Sizes are bounded (never overflowing into the Agent minimums).
+		{name: "memory huge", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"memory":"99999999TB"}}}`, kind: KindInvalid, fields: []string{"nodes.workers.memory"}, has: "larger than 64TiB"},
+		{name: "memory 9e9999999 (seconds of CPU if parsed)", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"memory":"9e9999999"}}}`, kind: KindInvalid, fields: []string{"nodes.workers.memory"}, has: "exponent out of range"},
+		{name: "memory 1e400", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"memory":"1e400"}}}`, kind: KindInvalid, fields: []string{"nodes.workers.memory"}},
+		{name: "storage exabytes", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"storage":"9999999999999999999999E"}}}`, kind: KindInvalid, fields: []string{"nodes.workers.storage"}},
+		{name: "memory millibytes", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"memory":"1m"}}}`, kind: KindInvalid, fields: []string{"nodes.workers.memory"}, has: "smaller than 1GiB"},
+		{name: "storage over 1PiB", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"storage":"2Pi"}}}`, kind: KindInvalid, fields: []string{"nodes.workers.storage"}, has: "larger than 1PiB"},
+		{name: "control plane memory tiny", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"control_plane":{"memory":"512MB"}}}`, kind: KindInvalid, fields: []string{"nodes.control_plane.memory"}},
+		{name: "cpu too many", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"cpu":1025}}}`, kind: KindInvalid, fields: []string{"nodes.workers.cpu"}, has: "at most 1024"},
+		// base_domain follows the HostedCluster CRD's rule (a numeric TLD passed IsDNS1123Subdomain and became a 500).
+		{name: "numeric tld", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"base_domain":"10.0.0.1"}}}`, kind: KindInvalid, fields: []string{"provider_hints.acm.base_domain"}},
+		{name: "trailing dot", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"base_domain":"example.com."}}}`, kind: KindInvalid, fields: []string{"provider_hints.acm.base_domain"}},
+		{name: "domain too long", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"base_domain":"` + strings.Repeat("a", 250) + `.com"}}}`, kind: KindInvalid, fields: []string{"provider_hints.acm.base_domain"}},
+		// The spec is capped so the stored annotation always fits.
+		{name: "spec too large", body: `{"version":"1.30","metadata":{"name":"c1","labels":{` + manyLabels(700) + `}}}`, kind: KindInvalid, fields: []string{"spec"}, has: "at most 32768"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -191,6 +211,31 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+func manyLabels(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"label-%04d":"%s"`, i, strings.Repeat("v", 40))
+	}
+	return strings.Join(parts, ",")
+}
+
+// The base-domain rule is the HostedCluster CRD's own: read it from the CRD the hub installs.
+func TestBaseDomainRuleMatchesTheCRD(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "devhub", "crds", "hostedclusters.hypershift.openshift.io.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "self.matches('" + strings.ReplaceAll(baseDomainRE.String(), `\`, `\\`) + "')"
+	if !strings.Contains(string(data), want) {
+		t.Fatalf("the HostedCluster CRD no longer contains %s: update baseDomainRE", want)
+	}
+	for _, ok := range []string{"example.com", "apps.hub.example.co", "localdomain", "a-b.example.org"} {
+		if !baseDomainRE.MatchString(ok) {
+			t.Errorf("%s refused", ok)
+		}
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	const gi = int64(1) << 30
 	cases := map[string]int64{"32GB": 32 * gi, "16Gi": 16 * gi, "512MB": 512 << 20, "2TB": 2 << 40, "17179869184": 16 * gi, "0032GB": 32 * gi, "20G": 20e9}
@@ -200,7 +245,7 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, q.Value(), err, want)
 		}
 	}
-	for _, bad := range []string{"0GB", "-1Gi", "32gb", "32 GB", "", "lots", "1.5TB"} {
+	for _, bad := range []string{"0GB", "-1Gi", "32gb", "32 GB", "", "lots", "1.5TB", "9e9999999", "1E999999999", "1e-99999", strings.Repeat("9", 40)} {
 		if _, err := ParseSize(bad); err == nil {
 			t.Errorf("ParseSize(%q) accepted", bad)
 		}

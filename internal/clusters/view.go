@@ -1,7 +1,6 @@
 package clusters
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -15,7 +14,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
 
-// Cluster is the D3 resource, in domain types; internal/httpapi turns it into the wire type.
+// Cluster is the API resource, in domain types; internal/httpapi turns it into the wire type.
 type Cluster struct {
 	ID               string
 	Spec             json.RawMessage // the normalized spec, exactly as stored at create
@@ -26,12 +25,14 @@ type Cluster struct {
 	OpenShiftVersion string // resolved
 	APIEndpoint      string
 	ConsoleURL       string
-	Kubeconfig       []byte // raw admin kubeconfig; only when READY
-	ControlPlane     NodeCount
-	Workers          NodeCount
-	Namespace        string
-	CreateTime       time.Time
-	UpdateTime       time.Time
+	// Kubeconfig names the admin kubeconfig Secret when the cluster is READY and the Secret exists (zero otherwise);
+	// its content is read only for callers allowed to see it.
+	Kubeconfig   hub.SecretRef
+	ControlPlane NodeCount
+	Workers      NodeCount
+	Namespace    string
+	CreateTime   time.Time
+	UpdateTime   time.Time
 }
 
 // NodeCount is ready/total nodes of one kind.
@@ -40,13 +41,8 @@ type NodeCount struct{ Ready, Total int32 }
 // Path is the AEP resource path, clusters/{id}.
 func (c *Cluster) Path() string { return "clusters/" + c.ID }
 
-// KubeconfigBase64 is the kubeconfig as the API returns it (standard base64, "" when not READY).
-func (c *Cluster) KubeconfigBase64() string {
-	if len(c.Kubeconfig) == 0 {
-		return ""
-	}
-	return base64.StdEncoding.EncodeToString(c.Kubeconfig)
-}
+// HasKubeconfig reports whether an admin kubeconfig can be served for the cluster.
+func (c *Cluster) HasKubeconfig() bool { return c.Kubeconfig.Name != "" }
 
 // ViewSettings are the inputs of BuildCluster besides the view.
 type ViewSettings struct {
@@ -65,7 +61,7 @@ type storedSpec struct {
 }
 
 // BuildCluster assembles the resource of one cluster from its cached objects, with the one status function
-// (status-mapping.md §4 decides which fields each status exposes). It is pure.
+// (docs/status-mapping.md decides which fields each status exposes). It is pure.
 func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 	hc := v.HostedCluster
 	r := status.Map(hc, v.NodePools, now, s.Status)
@@ -112,7 +108,7 @@ func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 		c.ConsoleURL = consoleURL(v)
 	}
 	if r.Status == status.Ready {
-		c.Kubeconfig = v.Kubeconfig
+		c.Kubeconfig = v.Kubeconfig // a SecretRef: the content is read on demand
 	}
 	return c
 }
@@ -129,7 +125,7 @@ func apiEndpoint(hc *hyperv1.HostedCluster) string {
 }
 
 // consoleURL prefers ACM's claim on the ManagedCluster, then derives the URL from the cluster's ingress domain
-// (hypershift.md §11). Under base-domain passthrough it is derived only once the operator has filled in the domain.
+// (docs/hypershift-objects.md). Under base-domain passthrough it is derived only once the operator has filled in the domain.
 func consoleURL(v hub.View) string {
 	if mc := v.ManagedCluster; mc != nil {
 		for _, c := range mc.Status.ClusterClaims {

@@ -1,24 +1,26 @@
-// Package config loads the SP's configuration (decision D10, design.md Part C): a YAML file whose keys are the
+// Package config loads the SP's configuration: a YAML file whose keys are the
 // design's names, each key also settable as an environment variable SP_<UPPER_SNAKE> and as a --kebab-case flag,
 // with precedence flag > env > file > default. Invalid configuration fails at start with one message naming the
 // field and where it can be set.
 package config
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -38,9 +40,21 @@ type Config struct {
 	AgentNamespace         string   `key:"agentNamespace" usage:"namespace of the InfraEnvs and Agents (required for baremetal)"`
 
 	// Service
-	ListenAddress string `key:"listenAddress" default:":8080" usage:"HTTP listen address"`
-	LogLevel      string `key:"logLevel" default:"info" usage:"debug, info, warn or error"`
-	LogFormat     string `key:"logFormat" default:"text" usage:"text or json"`
+	ListenAddress  string        `key:"listenAddress" default:":8080" usage:"HTTP(S) listen address"`
+	LogLevel       string        `key:"logLevel" default:"info" usage:"debug, info, warn or error"`
+	LogFormat      string        `key:"logFormat" default:"text" usage:"text or json"`
+	RequestTimeout time.Duration `key:"requestTimeout" default:"20s" usage:"deadline of one API request, hub calls included (a hanging hub answers 504 within it)"`
+	// Keep it below the pod's terminationGracePeriodSeconds (30 s in deploy/).
+	ShutdownTimeout time.Duration `key:"shutdownTimeout" default:"20s" usage:"on SIGTERM, the longest the SP takes to stop: requests in flight are answered or cancelled, leader tasks stopped, NATS closed"`
+
+	// Security: who may call the API (delegated to the hub's TokenReview/SubjectAccessReview) and TLS
+	Auth                 string `key:"auth" default:"kubernetes" usage:"kubernetes (bearer tokens and client certificates, authorized by the hub's RBAC) or none (dev; loopback only unless allowUnauthenticated)"`
+	AllowUnauthenticated bool   `key:"allowUnauthenticated" usage:"permit auth none on a non-loopback listen address (logged as a warning every hour)"`
+	AuthAnonymous        bool   `key:"authAnonymous" usage:"with auth kubernetes: requests without credentials are user system:anonymous (authorized by RBAC like any caller)"`
+	AuthAPIGroup         string `key:"authAPIGroup" default:"clusters.acm-cluster-sp.dcm.io" usage:"API group of the authorization checks (resource clusters, subresource clusters/kubeconfig)"`
+	ClientCAFile         string `key:"clientCAFile" usage:"CA bundle that signs accepted client certificates (reloaded when it changes)"`
+	TLSCertFile          string `key:"tlsCertFile" usage:"serving certificate (PEM); with tlsKeyFile the API is served over HTTPS, reloaded when the files change"`
+	TLSKeyFile           string `key:"tlsKeyFile" usage:"serving private key (PEM)"`
 
 	// DCM registration
 	ProviderName    string `key:"providerName" default:"acm-cluster-sp" usage:"registration name; {providerName} in event templates"`
@@ -48,26 +62,38 @@ type Config struct {
 	APIHost         string `key:"apiHost" usage:"externally reachable base URL of this SP (scheme://host:port); registered endpoint = apiHost + /api/v1alpha1/clusters"`
 	RegistrationURL string `key:"registrationURL" usage:"DCM registry base URL including /api/v1alpha1 (empty: do not register)"`
 	ProviderID      string `key:"providerID" usage:"optional provider id sent as ?id= when registering"`
+	// RegistrationTokenFile is re-read when it changes (projected service account tokens rotate).
+	RegistrationTokenFile string `key:"registrationTokenFile" usage:"bearer token file sent to the DCM registry (never sent to another host)"`
+	RegistrationCAFile    string `key:"registrationCAFile" usage:"CA bundle that verifies the DCM registry's certificate (default: system roots)"`
 
 	// Status events
-	NATSURL        string        `key:"natsURL" usage:"NATS server for status events (required by serve)"`
-	StatusPreset   string        `key:"statusPreset" default:"design" usage:"event naming: design (dcm.providers.{providerName}.cluster.instances.{instanceId}.status) or spm (dcm.cluster, today's DCM)"`
-	StatusSubject  string        `key:"statusSubject" usage:"subject template, overrides the preset ({providerName}, {instanceId})"`
-	StatusType     string        `key:"statusType" usage:"CloudEvent type template, overrides the preset"`
-	StatusSource   string        `key:"statusSource" usage:"CloudEvent source template, overrides the preset"`
-	StatusDebounce time.Duration `key:"statusDebounce" default:"1s" usage:"coalesce a cluster's status changes within this window (latest wins)"`
-	ResyncPeriod   time.Duration `key:"resyncPeriod" default:"10m" usage:"re-evaluate and re-publish every cluster's status this often"`
+	NATSURL          string        `key:"natsURL" secret:"true" usage:"NATS server(s) for status events (required by serve); shown redacted everywhere"`
+	NATSCredsFile    string        `key:"natsCredsFile" usage:"NATS .creds file (user JWT and NKey seed)"`
+	NATSNkeySeedFile string        `key:"natsNkeySeedFile" usage:"NATS NKey seed file"`
+	NATSUser         string        `key:"natsUser" usage:"NATS user name (with natsPasswordFile)"`
+	NATSPasswordFile string        `key:"natsPasswordFile" usage:"file holding the NATS user's password"`
+	NATSCAFile       string        `key:"natsCAFile" usage:"CA bundle that verifies the NATS server (TLS)"`
+	NATSCertFile     string        `key:"natsCertFile" usage:"client certificate for NATS mutual TLS (with natsKeyFile)"`
+	NATSKeyFile      string        `key:"natsKeyFile" usage:"client private key for NATS mutual TLS"`
+	StatusPreset     string        `key:"statusPreset" default:"design" usage:"event naming: design (dcm.providers.{providerName}.cluster.instances.{instanceId}.status) or spm (dcm.cluster, today's DCM)"`
+	StatusSubject    string        `key:"statusSubject" usage:"subject template, overrides the preset ({providerName}, {instanceId})"`
+	StatusType       string        `key:"statusType" usage:"CloudEvent type template, overrides the preset"`
+	StatusSource     string        `key:"statusSource" usage:"CloudEvent source template, overrides the preset"`
+	StatusDebounce   time.Duration `key:"statusDebounce" default:"1s" usage:"coalesce a cluster's status changes within this window (latest wins)"`
+	// Without a stream statuses are held, never counted delivered (docs/dcm.md).
+	StatusCreateStream bool          `key:"statusCreateStream" default:"false" usage:"create or update the SP's own JetStream stream acm-cluster-sp-<providerName> for its status subjects, unless another stream already captures them"`
+	StatusStreamMaxAge time.Duration `key:"statusStreamMaxAge" default:"168h" usage:"retention of the stream statusCreateStream creates (events older than this are discarded)"`
+	ResyncPeriod       time.Duration `key:"resyncPeriod" default:"10m" usage:"re-evaluate and re-publish every cluster's status this often"`
 
 	// Leader election (several replicas: only the leader publishes events)
 	LeaderElection          bool          `key:"leaderElection" default:"true" usage:"elect a leader through a Lease; only the leader publishes events"`
 	LeaderElectionNamespace string        `key:"leaderElectionNamespace" usage:"namespace of the Lease (default: namespace)"`
-	LeaseDuration           time.Duration `key:"leaseDuration" default:"15s" usage:"leader lease duration"`
+	LeaseDuration           time.Duration `key:"leaseDuration" default:"15s" usage:"leader lease duration (at least 1s; the Lease records whole seconds)"`
 
 	// Rendering
 	VersionMatrixFile              string `key:"versionMatrixFile" usage:"YAML/JSON map of OpenShift to Kubernetes minors overriding the built-in matrix"`
 	PullSecretFile                 string `key:"pullSecretFile" usage:"file with the dockerconfigjson pull secret copied into each cluster"`
 	PullSecretName                 string `key:"pullSecretName" usage:"existing Secret in namespace whose .dockerconfigjson is copied into each cluster"`
-	PullSecret                     string `key:"pullSecret" secret:"true" usage:"the pull secret itself, base64-encoded dockerconfigjson"`
 	SSHPublicKeyFile               string `key:"sshPublicKeyFile" usage:"public key(s) installed on the workers (optional)"`
 	BaseDomain                     string `key:"baseDomain" usage:"base DNS domain when a request has none (required for baremetal if requests omit it)"`
 	ManageACMObjects               bool   `key:"manageACMObjects" default:"true" usage:"create and delete the ManagedCluster and KlusterletAddonConfig"`
@@ -75,7 +101,7 @@ type Config struct {
 	DefaultWorkerCount             int    `key:"defaultWorkerCount" default:"2" usage:"NodePool replicas when a request has no worker count"`
 	HypershiftNamespace            string `key:"hypershiftNamespace" default:"hypershift" usage:"namespace of the HyperShift operator and its supported-versions ConfigMap"`
 
-	// Status timing (status-mapping.md §5)
+	// Status timing (docs/status-mapping.md)
 	DegradedGracePeriod          time.Duration `key:"degradedGracePeriod" default:"15m" usage:"Degraded longer than this is FAILED"`
 	ProvisioningTimeoutKubevirt  time.Duration `key:"provisioningTimeoutKubevirt" default:"45m" usage:"a KubeVirt cluster not READY after this is FAILED"`
 	ProvisioningTimeoutBaremetal time.Duration `key:"provisioningTimeoutBaremetal" default:"120m" usage:"a baremetal cluster not READY after this is FAILED"`
@@ -348,25 +374,29 @@ func (c *Config) Validate() error {
 	if c.DefaultWorkerCount < 1 {
 		return bad("defaultWorkerCount", "must be at least 1")
 	}
-	set := 0
-	for _, s := range []string{c.PullSecretFile, c.PullSecretName, c.PullSecret} {
-		if s != "" {
-			set++
+	if c.NATSURL != "" {
+		for _, u := range strings.Split(c.NATSURL, ",") {
+			p, err := url.Parse(strings.TrimSpace(u))
+			if err != nil || p.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, p.Scheme) {
+				return bad("natsURL", "must be nats://host:port (or tls://, ws://, wss://), comma-separated for several servers (value hidden: it may carry a password)")
+			}
 		}
 	}
-	if set > 1 {
-		return bad("pullSecretFile", "set only one of pullSecretFile, pullSecretName, pullSecret")
+	if c.PullSecretFile != "" && c.PullSecretName != "" {
+		return bad("pullSecretFile", "set only one of pullSecretFile, pullSecretName")
 	}
-	if c.PullSecret != "" {
-		if _, err := c.InlinePullSecret(); err != nil {
-			return bad("pullSecret", "%v", err)
-		}
+	if err := c.validateSecurity(bad); err != nil {
+		return err
 	}
 	for key, d := range map[string]time.Duration{"degradedGracePeriod": c.DegradedGracePeriod, "provisioningTimeoutKubevirt": c.ProvisioningTimeoutKubevirt,
-		"provisioningTimeoutBaremetal": c.ProvisioningTimeoutBaremetal, "resyncPeriod": c.ResyncPeriod, "leaseDuration": c.LeaseDuration} {
+		"provisioningTimeoutBaremetal": c.ProvisioningTimeoutBaremetal, "resyncPeriod": c.ResyncPeriod, "leaseDuration": c.LeaseDuration,
+		"requestTimeout": c.RequestTimeout, "shutdownTimeout": c.ShutdownTimeout, "statusStreamMaxAge": c.StatusStreamMaxAge} {
 		if d <= 0 {
 			return bad(key, "must be positive")
 		}
+	}
+	if c.LeaseDuration < time.Second {
+		return bad("leaseDuration", "must be at least 1s (a Lease holds whole seconds)")
 	}
 	if c.StatusDebounce < 0 {
 		return bad("statusDebounce", "must not be negative")
@@ -387,19 +417,10 @@ func (c *Config) ValidateServe() error {
 	if c.NATSURL == "" {
 		return fmt.Errorf("config: natsURL: required (flag --%s, env %s, file key natsURL)", FlagName("natsURL"), EnvName("natsURL"))
 	}
-	if c.PullSecretFile == "" && c.PullSecretName == "" && c.PullSecret == "" {
-		return fmt.Errorf("config: pullSecretFile: one of pullSecretFile, pullSecretName or pullSecret is required (env %s, %s, %s)", EnvName("pullSecretFile"), EnvName("pullSecretName"), EnvName("pullSecret"))
+	if c.PullSecretFile == "" && c.PullSecretName == "" {
+		return fmt.Errorf("config: pullSecretFile: one of pullSecretFile or pullSecretName is required (env %s, %s)", EnvName("pullSecretFile"), EnvName("pullSecretName"))
 	}
 	return nil
-}
-
-// InlinePullSecret decodes and checks the base64 pullSecret value.
-func (c *Config) InlinePullSecret() ([]byte, error) {
-	data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(c.PullSecret))
-	if err != nil {
-		return nil, errors.New("not valid base64")
-	}
-	return data, CheckPullSecret(data)
 }
 
 // CheckPullSecret verifies a dockerconfigjson: JSON with a non-empty "auths" object. The error never quotes the
@@ -435,6 +456,29 @@ func (c *Config) LeaseNamespace() string {
 	return c.Namespace
 }
 
+// Key describes one configuration key (docs/configuration.md is generated from these).
+type Key struct {
+	Name, Env, Flag, Default, Usage, Type string
+	Secret                                bool
+}
+
+// Describe lists every key, in the order of the Config struct.
+func Describe() []Key {
+	t := reflect.TypeOf(Config{})
+	var out []Key
+	for _, f := range fields() {
+		typ := t.Field(f.index).Type.String()
+		switch typ {
+		case "time.Duration":
+			typ = "duration"
+		case "[]string":
+			typ = "list"
+		}
+		out = append(out, Key{Name: f.key, Env: f.env, Flag: "--" + f.flag, Default: f.def, Usage: f.usage, Type: typ, Secret: f.secret})
+	}
+	return out
+}
+
 // Keys lists every key with its env var, flag and default (for docs and tests).
 func Keys() [][4]string {
 	var out [][4]string
@@ -443,3 +487,70 @@ func Keys() [][4]string {
 	}
 	return out
 }
+
+// Authentication modes.
+const (
+	AuthKubernetes = "kubernetes"
+	AuthNone       = "none"
+)
+
+// validateSecurity checks the authentication, TLS and credential keys. Unauthenticated serving is refused on a
+// non-loopback address unless allowUnauthenticated says it is intended.
+func (c *Config) validateSecurity(bad func(key, format string, args ...any) error) error {
+	switch c.Auth {
+	case AuthKubernetes:
+	case AuthNone:
+		if c.AuthAnonymous {
+			return bad("authAnonymous", "applies only to auth kubernetes")
+		}
+		if !IsLoopback(c.ListenAddress) && !c.AllowUnauthenticated {
+			return bad("auth", "none on the non-loopback address %q lets anyone create and delete clusters and read their admin kubeconfigs; use auth kubernetes, listen on 127.0.0.1, or set allowUnauthenticated: true", c.ListenAddress)
+		}
+	default:
+		return bad("auth", "%q must be kubernetes or none", c.Auth)
+	}
+	if errs := validation.IsDNS1123Subdomain(c.AuthAPIGroup); len(errs) > 0 {
+		return bad("authAPIGroup", "%q is not an API group name: %s", c.AuthAPIGroup, errs[0])
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return bad("tlsCertFile", "tlsCertFile and tlsKeyFile go together")
+	}
+	if (c.NATSCertFile == "") != (c.NATSKeyFile == "") {
+		return bad("natsCertFile", "natsCertFile and natsKeyFile go together")
+	}
+	if c.NATSCredsFile != "" && c.NATSNkeySeedFile != "" {
+		return bad("natsCredsFile", "set only one of natsCredsFile, natsNkeySeedFile")
+	}
+	if (c.NATSUser == "") != (c.NATSPasswordFile == "") {
+		return bad("natsUser", "natsUser and natsPasswordFile go together")
+	}
+	for key, path := range map[string]string{"clientCAFile": c.ClientCAFile, "tlsCertFile": c.TLSCertFile, "tlsKeyFile": c.TLSKeyFile,
+		"natsCredsFile": c.NATSCredsFile, "natsNkeySeedFile": c.NATSNkeySeedFile, "natsPasswordFile": c.NATSPasswordFile,
+		"natsCAFile": c.NATSCAFile, "natsCertFile": c.NATSCertFile, "natsKeyFile": c.NATSKeyFile,
+		"registrationTokenFile": c.RegistrationTokenFile, "registrationCAFile": c.RegistrationCAFile, "pullSecretFile": c.PullSecretFile} {
+		if path == "" {
+			continue
+		}
+		if _, err := os.Stat(path); err != nil {
+			return bad(key, "cannot read %s: %v", path, errors.Unwrap(err))
+		}
+	}
+	return nil
+}
+
+// IsLoopback reports whether a listen address accepts connections from this host only (127.0.0.0/8, ::1,
+// localhost). An empty host (":8080") listens on every interface.
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		host = listen
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// TLS reports whether the API is served over HTTPS.
+func (c *Config) TLS() bool { return c.TLSCertFile != "" }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/base64"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -88,7 +87,6 @@ func TestPrecedence(t *testing.T) {
 }
 
 func TestInvalid(t *testing.T) {
-	ps := base64.StdEncoding.EncodeToString([]byte(`{"auths":{"quay.io":{"auth":"eDp5"}}}`))
 	cases := []struct {
 		args   []string
 		env    map[string]string
@@ -100,14 +98,28 @@ func TestInvalid(t *testing.T) {
 		{env: map[string]string{"SP_ENABLED_PLATFORMS": "kubevirt,openstack"}, errHas: []string{"enabledPlatforms", "openstack"}},
 		{env: map[string]string{"SP_DEGRADED_GRACE_PERIOD": "soon"}, errHas: []string{"degradedGracePeriod", "from env SP_DEGRADED_GRACE_PERIOD", "duration"}},
 		{env: map[string]string{"SP_DEFAULT_WORKER_COUNT": "0"}, errHas: []string{"defaultWorkerCount"}},
+		{env: map[string]string{"SP_LEASE_DURATION": "500ms"}, errHas: []string{"leaseDuration", "at least 1s"}},
 		{env: map[string]string{"SP_REGISTRATION_URL": "http://spm:8080", "SP_API_HOST": "http://sp:8080"}, errHas: []string{"registrationURL", "/api/v1alpha1"}},
 		{env: map[string]string{"SP_REGISTRATION_URL": "http://spm:8080/api/v1alpha1"}, errHas: []string{"apiHost", "required"}},
 		{env: map[string]string{"SP_API_HOST": "sp.example.com"}, errHas: []string{"apiHost"}},
 		{env: map[string]string{"SP_KUBEVIRT_INFRA_CLUSTER": "/x"}, errHas: []string{"kubevirtInfraNamespace"}},
 		{env: map[string]string{"SP_STATUS_PRESET": "other"}, errHas: []string{"statusPreset"}},
-		{env: map[string]string{"SP_PULL_SECRET": "not base64!"}, errHas: []string{"pullSecret", "base64"}},
-		{env: map[string]string{"SP_PULL_SECRET": base64.StdEncoding.EncodeToString([]byte(`{"auths":{}}`))}, errHas: []string{"auths"}},
-		{env: map[string]string{"SP_PULL_SECRET": ps, "SP_PULL_SECRET_FILE": "/x"}, errHas: []string{"only one"}},
+		{env: map[string]string{"SP_PULL_SECRET_NAME": "ps", "SP_PULL_SECRET_FILE": "/x"}, errHas: []string{"only one"}},
+		{env: map[string]string{"SP_PULL_SECRET_FILE": "/does/not/exist"}, errHas: []string{"pullSecretFile", "cannot read"}},
+		// The inline pull secret is gone: it would sit in /proc/*/cmdline, the environment and pod specs.
+		{file: "pullSecret: abc\n", errHas: []string{"unknown key", "pullSecret"}},
+		// Security.
+		{env: map[string]string{"SP_AUTH": "basic"}, errHas: []string{"auth", "kubernetes or none"}},
+		{env: map[string]string{"SP_AUTH": "none"}, errHas: []string{"auth", "non-loopback", "allowUnauthenticated"}},
+		{env: map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": "0.0.0.0:8080"}, errHas: []string{"non-loopback"}},
+		{env: map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": "127.0.0.1:8080", "SP_AUTH_ANONYMOUS": "true"}, errHas: []string{"authAnonymous"}},
+		{env: map[string]string{"SP_TLS_CERT_FILE": "/x"}, errHas: []string{"tlsCertFile", "go together"}},
+		{env: map[string]string{"SP_NATS_CERT_FILE": "/x"}, errHas: []string{"natsCertFile", "go together"}},
+		{env: map[string]string{"SP_NATS_USER": "sp"}, errHas: []string{"natsUser", "natsPasswordFile"}},
+		{env: map[string]string{"SP_NATS_CREDS_FILE": "/a", "SP_NATS_NKEY_SEED_FILE": "/b"}, errHas: []string{"only one"}},
+		{env: map[string]string{"SP_CLIENT_CA_FILE": "/does/not/exist"}, errHas: []string{"clientCAFile", "cannot read"}},
+		{env: map[string]string{"SP_AUTH_API_GROUP": "Not A Group"}, errHas: []string{"authAPIGroup"}},
+		{env: map[string]string{"SP_REQUEST_TIMEOUT": "0s"}, errHas: []string{"requestTimeout", "positive"}},
 		{file: "namespce: typo\n", errHas: []string{"unknown key", "namespce"}},
 	}
 	for _, c := range cases {
@@ -124,12 +136,27 @@ func TestInvalid(t *testing.T) {
 	}
 }
 
-// A secret value never appears in an error message.
+// A secret value (natsURL may carry a password) never appears in an error message.
 func TestSecretNotEchoed(t *testing.T) {
-	secret := base64.StdEncoding.EncodeToString([]byte(`{"auths":{}} top-secret`))
-	_, err := load(t, nil, map[string]string{"SP_PULL_SECRET": secret}, "")
-	if err == nil || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "top-secret") {
+	_, err := load(t, nil, map[string]string{"SP_NATS_URL": "nats//sp:top-secret@nats:4222"}, "")
+	if err == nil || !strings.Contains(err.Error(), "natsURL") || strings.Contains(err.Error(), "top-secret") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// Unauthenticated serving is allowed on loopback (dev), and elsewhere only when explicitly accepted.
+func TestLoopbackRule(t *testing.T) {
+	for addr, loopback := range map[string]bool{"127.0.0.1:8080": true, "[::1]:8080": true, "localhost:8080": true, "127.0.0.2:1": true,
+		":8080": false, "0.0.0.0:8080": false, "[::]:8080": false, "10.0.0.1:8080": false, "sp.example.com:8080": false} {
+		if IsLoopback(addr) != loopback {
+			t.Errorf("IsLoopback(%q) = %v", addr, !loopback)
+		}
+	}
+	if _, err := load(t, nil, map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": "127.0.0.1:8080"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, nil, map[string]string{"SP_AUTH": "none", "SP_ALLOW_UNAUTHENTICATED": "true"}, ""); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -139,7 +166,7 @@ func TestServeRequirements(t *testing.T) {
 		t.Fatalf("want natsURL required, got %v", err)
 	}
 	c.NATSURL = "nats://127.0.0.1:4222"
-	if err := c.ValidateServe(); err == nil || !strings.Contains(err.Error(), "pullSecret") {
+	if err := c.ValidateServe(); err == nil || !strings.Contains(err.Error(), "pullSecretFile or pullSecretName") {
 		t.Fatalf("want a pull secret required, got %v", err)
 	}
 	c.PullSecretName = "ps"

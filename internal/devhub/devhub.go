@@ -1,5 +1,6 @@
 // Package devhub runs a real local hub for tests and for `acm-cluster-sp dev`: etcd and kube-apiserver (built from
-// the Go module proxy by hack/tools.sh, started through controller-runtime's envtest) on loopback, the real
+// the Go module proxy by hack/tools.sh, started through controller-runtime's envtest) on loopback,
+// kube-controller-manager's garbage collector and namespace controller, the real
 // HyperShift/Hive/ACM/Agent/KubeVirt CRDs (embedded from crds/, installed by server-side apply), realistic seed
 // content (ClusterImageSets, the HyperShift operator's ConfigMap and Deployment, an InfraEnv and Agents), and an
 // embedded NATS server with JetStream.
@@ -15,19 +16,19 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
 )
 
 // Pinned versions of the hub binaries; hack/tools.sh builds exactly these into BinDir.
 const (
-	KubernetesVersion = "v1.34.10"
-	EtcdVersion       = "v3.6.16"
+	KubernetesVersion = localhub.KubernetesVersion
+	EtcdVersion       = localhub.EtcdVersion
 )
 
 // Options configure a hub.
@@ -60,24 +61,15 @@ type Hub struct {
 	// StateDir is where the kubeconfig and NATS data live.
 	StateDir string
 
-	env         *envtest.Environment
+	local       *localhub.Hub
+	kcm         *localhub.ControllerManager
+	acm         *acmWebhook
 	removeState bool
 	log         *slog.Logger
 }
 
 // DefaultBinDir is where hack/tools.sh puts the binaries unless KUBEBUILDER_ASSETS says otherwise.
-func DefaultBinDir() string {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "acm-cluster-sp", "bin",
-		fmt.Sprintf("k8s-%s-etcd-%s", strings.TrimPrefix(KubernetesVersion, "v"), strings.TrimPrefix(EtcdVersion, "v")))
-}
+func DefaultBinDir() string { return localhub.DefaultBinDir() }
 
 // Start starts etcd, kube-apiserver and NATS, installs the CRDs and seeds the hub.
 func Start(ctx context.Context, opts Options) (_ *Hub, err error) {
@@ -89,10 +81,8 @@ func Start(ctx context.Context, opts Options) (_ *Hub, err error) {
 	if bin == "" {
 		bin = DefaultBinDir()
 	}
-	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return nil, fmt.Errorf("local hub binary %s missing in %s: run `make tools` (builds kube-apiserver %s and etcd %s once, ~8 minutes)", b, bin, KubernetesVersion, EtcdVersion)
-		}
+	if err := localhub.CheckBinaries(bin, "kube-apiserver", "etcd", "kubectl", "kube-controller-manager"); err != nil {
+		return nil, err
 	}
 	h := &Hub{log: log, StateDir: opts.StateDir}
 	if h.StateDir == "" {
@@ -110,14 +100,10 @@ func Start(ctx context.Context, opts Options) (_ *Hub, err error) {
 	}()
 
 	began := time.Now()
-	h.env = &envtest.Environment{
-		BinaryAssetsDirectory:    bin,
-		ControlPlaneStartTimeout: 90 * time.Second,
-		ControlPlaneStopTimeout:  30 * time.Second,
+	if h.local, err = localhub.Start(localhub.Options{BinDir: bin}); err != nil {
+		return nil, err
 	}
-	if h.Config, err = h.env.Start(); err != nil {
-		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", bin, err)
-	}
+	h.Config = h.local.Config
 	h.Config.QPS, h.Config.Burst = 500, 1000
 	log.Info("local hub: kube-apiserver up", "url", h.Config.Host, "took", time.Since(began).Round(time.Millisecond))
 
@@ -131,11 +117,27 @@ func Start(ctx context.Context, opts Options) (_ *Hub, err error) {
 		return nil, err
 	}
 	log.Info("local hub: CRDs established", "count", len(crdFiles()))
+	// The real garbage collector (ownerReferences) and namespace controller, as every hub runs them; started after
+	// the CRDs so its first discovery sees them.
+	kc, err := os.ReadFile(h.KubeconfigPath)
+	if err != nil {
+		return nil, err
+	}
+	if h.kcm, err = localhub.StartControllerManager(localhub.ControllerManagerOptions{
+		BinDir: bin, Kubeconfig: kc, Controllers: []string{"garbage-collector-controller", "namespace-controller"},
+	}); err != nil {
+		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
 	if !opts.NoSeed {
 		if err = Seed(ctx, h.Client, opts.Seed); err != nil {
 			return nil, fmt.Errorf("seeding the hub: %w", err)
 		}
 		log.Info("local hub: seeded", "namespace", opts.Seed.withDefaults().Namespace, "agentNamespace", opts.Seed.withDefaults().AgentNamespace)
+	}
+	if !opts.NoSeed {
+		if h.acm, err = startACMWebhook(ctx, h.Config, h.StateDir); err != nil {
+			return nil, err
+		}
 	}
 	if !opts.NoNATS {
 		if h.NATS, err = StartNATS(ctx, filepath.Join(h.StateDir, "nats")); err != nil {
@@ -147,12 +149,14 @@ func Start(ctx context.Context, opts Options) (_ *Hub, err error) {
 	return h, nil
 }
 
+// StopAPIServer stops kube-apiserver (etcd, NATS and the controller manager keep running).
+func (h *Hub) StopAPIServer() error { return h.local.StopAPIServer() }
+
+// StartAPIServer starts kube-apiserver again on the same address, certificates and etcd.
+func (h *Hub) StartAPIServer() error { return h.local.StartAPIServer() }
+
 func (h *Hub) writeKubeconfig() error {
-	user, err := h.env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("creating the admin user: %w", err)
-	}
-	kc, err := user.KubeConfig()
+	kc, _, err := h.local.AddUser("admin", "system:masters")
 	if err != nil {
 		return err
 	}
@@ -167,10 +171,14 @@ func (h *Hub) Stop() error {
 		h.NATS.Shutdown()
 		h.NATS.WaitForShutdown()
 	}
-	if h.env != nil && h.env.ControlPlane.APIServer != nil {
-		if err := h.env.Stop(); err != nil {
+	h.acm.close()
+	if h.kcm != nil {
+		if err := h.kcm.Stop(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := h.local.Stop(); err != nil {
+		errs = append(errs, err)
 	}
 	if h.removeState && h.StateDir != "" {
 		errs = append(errs, os.RemoveAll(h.StateDir))

@@ -238,3 +238,26 @@ func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
 func runtimeDefaultUnstructuredConverter(obj client.Object) (map[string]any, error) {
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 }
+
+// kube-apiserver stops and starts again on the same address, certificates and etcd: the same client reaches it
+// afterwards and finds what was stored before. (Last in this file: the hub is down for a moment.)
+func TestAPIServerRestart(t *testing.T) {
+	c := hub.Client
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before-restart", Namespace: "default"}, Data: map[string]string{"k": "v"}}
+	if err := c.Create(ctx(t), cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx(t), client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); err == nil {
+		t.Fatal("the API server answered while stopped")
+	}
+	if err := hub.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.ConfigMap
+	if err := c.Get(ctx(t), client.ObjectKeyFromObject(cm), &got); err != nil || got.Data["k"] != "v" {
+		t.Fatalf("after the restart: %v %v", err, got.Data)
+	}
+}

@@ -18,9 +18,10 @@ type EventReader struct {
 	cons jetstream.Consumer
 }
 
-// NewEventReader reads, from the beginning of StatusStream, the messages on subject (wildcards allowed).
-func NewEventReader(ctx context.Context, url, subject string) (*EventReader, error) {
-	nc, err := nats.Connect(url)
+// NewEventReader reads, from the beginning of StatusStream, the messages on subject (wildcards allowed); opts
+// carry credentials for servers that require them.
+func NewEventReader(ctx context.Context, url, subject string, opts ...nats.Option) (*EventReader, error) {
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, err
 	}

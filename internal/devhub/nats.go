@@ -61,9 +61,10 @@ func StartNATSWith(ctx context.Context, o NATSOptions) (*natsserver.Server, erro
 	return s, nil
 }
 
-// EnsureStatusStream creates (or updates) StatusStream on the server at url, as SPM does at its start.
-func EnsureStatusStream(ctx context.Context, url string) error {
-	nc, err := nats.Connect(url)
+// EnsureStatusStream creates (or updates) StatusStream on the server at url, as SPM does at its start; opts carry
+// credentials for servers that require them.
+func EnsureStatusStream(ctx context.Context, url string, opts ...nats.Option) error {
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return err
 	}

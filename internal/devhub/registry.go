@@ -14,7 +14,7 @@ import (
 )
 
 // Registry is a loopback stand-in for DCM's Service Provider Manager registry, following the semantics of the
-// pinned SPM (dcm-contract.md §1.3): POST /api/v1alpha1/providers validates snake_case fields (400 text/plain,
+// pinned SPM (docs/dcm.md): POST /api/v1alpha1/providers validates snake_case fields (400 text/plain,
 // as SPM's validator answers), is idempotent by name (201 first, 200 after, same id), and answers 409
 // problem+json when the name exists under another id or ?id= belongs to another name. GET lists providers.
 // Tests inject failures with FailNext.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -278,4 +280,14 @@ func CreateAgent(ctx context.Context, c client.Client, a AgentSpec) error {
 		return fmt.Errorf("writing Agent %s status: %w", a.Name, err)
 	}
 	return nil
+}
+
+// DevPullSecret is a syntactically valid, useless pull secret: the local hub never pulls anything.
+const DevPullSecret = `{"auths":{"quay.io":{"auth":"ZGV2OmRldg==","email":"dev@localhost"}}}`
+
+// WritePullSecret writes DevPullSecret to dir/pull-secret.json (mode 0600) and returns the path, for
+// configurations that take a pull secret file.
+func WritePullSecret(dir string) (string, error) {
+	p := filepath.Join(dir, "pull-secret.json")
+	return p, os.WriteFile(p, []byte(DevPullSecret), 0o600)
 }

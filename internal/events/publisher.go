@@ -1,11 +1,15 @@
 // Package events publishes every cluster's status changes as CloudEvents (structured JSON, specversion 1.0) on
-// NATS JetStream, acknowledged (decision D5, dcm-contract.md §4).
+// NATS JetStream, acknowledged.
 //
 // Per cluster the publisher keeps the last status the bus acknowledged and the newest status not yet delivered
 // (latest wins). The first change of a cluster goes out at once; further changes within the debounce window after
 // a publish are coalesced and sent when the window ends. A failed publish is retried with exponential backoff,
 // forever; a status is marked delivered only after the JetStream ack, so nothing that was not superseded is lost.
-// When no stream captures the subject, it falls back to a core NATS publish (and says so once in the log).
+//
+// A status is never counted delivered without a stream: when no JetStream stream captures the subject, statuses
+// are held and retried, the `events` health check turns unhealthy with the reason, and acm_sp_events_no_stream is
+// 1. With CreateStream the publisher creates (or updates) its own stream for its subjects, with a stated retention,
+// unless another stream already captures them.
 package events
 
 import (
@@ -14,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/redact"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
 
@@ -63,9 +69,63 @@ func expand(tmpl, provider, id string) string {
 	return strings.NewReplacer("{providerName}", provider, "{instanceId}", id).Replace(tmpl)
 }
 
+// Credentials are how the publisher proves itself to NATS, through nats.go's own options. Files are read when a
+// connection is made, so rotated credentials are picked up at the next reconnect.
+type Credentials struct {
+	CredsFile    string // user JWT + NKey seed (.creds)
+	NkeySeedFile string
+	User         string // with PasswordFile
+	PasswordFile string
+	CAFile       string // server verification (TLS)
+	CertFile     string // client certificate (mutual TLS), with KeyFile
+	KeyFile      string
+}
+
+// natsOptions turns the credentials into nats.go options.
+func (c Credentials) natsOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.NkeySeedFile != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NkeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("natsNkeySeedFile %s: not a valid NKey seed file", c.NkeySeedFile)
+		}
+		opts = append(opts, o)
+	}
+	if c.User != "" {
+		if _, err := readSecretFile(c.PasswordFile); err != nil {
+			return nil, fmt.Errorf("natsPasswordFile: %w", err)
+		}
+		user, file := c.User, c.PasswordFile
+		opts = append(opts, nats.UserInfoHandler(func() (string, string) {
+			pw, _ := readSecretFile(file)
+			return user, pw
+		}))
+	}
+	if c.CAFile != "" {
+		opts = append(opts, nats.RootCAs(c.CAFile))
+	}
+	if c.CertFile != "" {
+		opts = append(opts, nats.ClientCert(c.CertFile, c.KeyFile))
+	}
+	return opts, nil
+}
+
+// readSecretFile reads a one-line secret; errors name the file, never its content.
+func readSecretFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s", path)
+	}
+	return strings.TrimRight(string(data), "\r\n"), nil
+}
+
 // Options configure a Publisher.
 type Options struct {
-	URL          string
+	URL          string // may carry user:password; shown redacted everywhere
+	Credentials  Credentials
 	ProviderName string
 	Naming       Naming
 	Debounce     time.Duration // coalescing window after a publish (default 1s; 0 = none)
@@ -73,8 +133,15 @@ type Options struct {
 	RetryMax     time.Duration // longest retry delay (default 30s)
 	Timeout      time.Duration // one publish attempt (default 5s)
 	Workers      int           // parallel publishes (default 8)
-	Registry     prometheus.Registerer
-	Log          *slog.Logger
+	// CreateStream makes the publisher create or update its own stream (StreamName()) for its subjects, keeping
+	// messages for StreamMaxAge, unless another stream already captures them.
+	CreateStream bool
+	StreamMaxAge time.Duration // default 168h
+	// Fence reports whether this replica may publish now (it certainly leads); nil: always. A status is held,
+	// not sent, while it says no.
+	Fence    func() bool
+	Registry prometheus.Registerer
+	Log      *slog.Logger
 }
 
 // Data is the CloudEvent payload SPM stores: the instance id, the status and its message.
@@ -92,6 +159,7 @@ type entry struct {
 	ackedGen    uint64    // resync generation of that ack
 	lastPublish time.Time // end of the last successful publish (debounce window start)
 	dueAt       time.Time // when the pending status is scheduled
+	forget      bool      // drop the entry once pending is delivered
 }
 
 // Publisher turns status reports into acknowledged CloudEvents.
@@ -101,15 +169,27 @@ type Publisher struct {
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[string]] // set while Start runs (a leadership term)
 	m     *metrics
 
-	conn     atomic.Pointer[nats.Conn]
-	js       atomic.Pointer[jetstream.JetStream]
-	fellBack atomic.Bool
+	conn atomic.Pointer[nats.Conn]
+	js   atomic.Pointer[jetstream.JetStream]
+
+	// terms orders leadership terms: a term's Start returns only after its workers stopped and its queue was
+	// cleared, and the next term's Start begins only then.
+	terms sync.Mutex
 
 	mu        sync.Mutex
 	entries   map[string]*entry
-	noStream  map[string]time.Time // subjects no stream captures, until when
+	stream    streamState
 	gen       uint64
 	delivered []func(id string, st status.Status)
+}
+
+// streamState is what the publisher last learned about the stream that stores its subjects.
+type streamState struct {
+	known   bool      // a publish or a probe has answered
+	name    string    // the stream capturing the subjects ("" = none)
+	checked time.Time // when
+	ensured time.Time // last CreateStream attempt
+	err     string    // why the last CreateStream attempt failed
 }
 
 // New prepares a publisher; Connect and Run start it.
@@ -129,19 +209,29 @@ func New(o Options) *Publisher {
 	if o.Workers == 0 {
 		o.Workers = 8
 	}
+	if o.StreamMaxAge == 0 {
+		o.StreamMaxAge = 168 * time.Hour
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	p := &Publisher{
 		o: o, log: o.Log, entries: map[string]*entry{},
 	}
-	p.m = newMetrics(o.Registry, p.pendingCount)
+	p.m = newMetrics(o.Registry, p.pendingCount, p.noStreamGauge)
 	return p
 }
 
+// Options are the options the publisher runs with (defaults applied).
+func (p *Publisher) Options() Options { return p.o }
+
 // Connect dials NATS without blocking: an unreachable server is retried in the background, forever.
 func (p *Publisher) Connect() error {
-	nc, err := nats.Connect(p.o.URL,
+	creds, err := p.o.Credentials.natsOptions()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(p.o.URL, append(creds,
 		nats.Name("acm-cluster-sp/"+p.o.ProviderName),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -160,9 +250,12 @@ func (p *Publisher) Connect() error {
 			p.log.Info("NATS connected", "url", c.ConnectedUrlRedacted())
 			p.retryNow()
 		}),
-	)
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			p.log.Warn("NATS error", "error", err)
+		}),
+	)...)
 	if err != nil {
-		return fmt.Errorf("NATS %s: %w", p.o.URL, err)
+		return fmt.Errorf("NATS %s: %w", redact.URL(p.o.URL), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -174,16 +267,21 @@ func (p *Publisher) Connect() error {
 	return nil
 }
 
-// Connected reports the NATS connection state (for the health check).
+// Connected reports the NATS connection state for the health check, which answers unauthenticated callers: it
+// names no URL, host or credential.
 func (p *Publisher) Connected() (bool, string) {
 	nc := p.conn.Load()
 	if nc == nil {
 		return false, "not connected"
 	}
 	if nc.IsConnected() {
-		return true, "connected to " + nc.ConnectedUrlRedacted()
+		return true, "connected"
 	}
-	return false, strings.ToLower(nc.Status().String()) + " " + p.o.URL
+	msg := strings.ToLower(nc.Status().String())
+	if err := nc.LastError(); err != nil {
+		msg += ": " + redact.Cause(err)
+	}
+	return false, msg
 }
 
 // OnDelivered registers f to be called after a status was acknowledged (the reconciler waits for DELETED).
@@ -208,6 +306,7 @@ func (p *Publisher) Report(id string, st status.Status, message string) {
 		p.mu.Unlock()
 		return
 	}
+	e.forget = false
 	if e.pending != nil && *e.pending == s {
 		p.mu.Unlock()
 		return
@@ -250,13 +349,25 @@ func (p *Publisher) Delivered(id string, st status.Status) bool {
 	return e != nil && e.acked != nil && e.acked.status == string(st) && e.pending == nil
 }
 
-// Forget drops an instance whose deletion is complete.
+// Forget drops an instance whose deletion is complete; one with a status still undelivered is dropped once that
+// status is delivered.
 func (p *Publisher) Forget(id string) {
 	p.mu.Lock()
-	if e := p.entries[id]; e != nil && e.pending == nil {
-		delete(p.entries, id)
+	if e := p.entries[id]; e != nil {
+		if e.pending == nil {
+			delete(p.entries, id)
+		} else {
+			e.forget = true
+		}
 	}
 	p.mu.Unlock()
+}
+
+// Tracked is how many instances the publisher holds state for (tests: memory follows the live clusters).
+func (p *Publisher) Tracked() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.entries)
 }
 
 // Resync starts a new generation: every instance reported from now on is published again, even unchanged
@@ -300,8 +411,15 @@ func (p *Publisher) pendingCount() float64 {
 }
 
 // Start publishes until ctx ends, then tries (bounded) to deliver what is still pending. It runs on the leader
-// only, and may be called again after it returned (a new leadership term).
+// only, and may be called again after it returned (a new leadership term); terms never overlap: a Start waits for
+// the previous one to have returned. At the end of a term the publisher forgets every instance: the next leader
+// (maybe this replica again) re-reports them all from the hub.
 func (p *Publisher) Start(ctx context.Context) error {
+	p.terms.Lock()
+	defer p.terms.Unlock()
+	if ctx.Err() != nil {
+		return nil
+	}
 	if p.conn.Load() == nil {
 		if err := p.Connect(); err != nil {
 			return err
@@ -310,35 +428,45 @@ func (p *Publisher) Start(ctx context.Context) error {
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.o.RetryMin, p.o.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "events"})
+	// Publishes in flight finish, and the final flush runs, after the term's ctx ended: they are bounded by their
+	// own timeouts instead.
+	pctx := context.WithoutCancel(ctx)
 	p.queue.Store(&q)
+	if p.o.CreateStream {
+		p.ensureStream(pctx)
+	}
 	p.retryNow() // whatever is pending from before this term
 	var wg sync.WaitGroup
 	for i := 0; i < p.o.Workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for p.processNext(q) {
+			for p.processNext(pctx, q) {
 			}
 		}()
 	}
 	<-ctx.Done()
-	p.flush(5 * time.Second)
-	p.queue.Store(nil)
+	fctx, cancel := context.WithTimeout(pctx, 5*time.Second)
+	p.flush(fctx)
+	cancel()
+	p.queue.CompareAndSwap(&q, nil)
 	q.ShutDown()
 	wg.Wait()
+	p.mu.Lock()
+	clear(p.entries)
+	p.mu.Unlock()
 	return nil
 }
 
-// Close drains and closes the NATS connection (process shutdown).
+// Close closes the NATS connection (process shutdown). Every publish waited for its ack, so nothing is buffered.
 func (p *Publisher) Close() {
 	if nc := p.conn.Load(); nc != nil {
-		_ = nc.Drain()
+		nc.Close()
 	}
 }
 
-// flush tries once more to publish every pending status, within the deadline.
-func (p *Publisher) flush(within time.Duration) {
-	deadline := time.Now().Add(within)
+// flush tries once more to publish every pending status, until ctx ends.
+func (p *Publisher) flush(ctx context.Context) {
 	p.mu.Lock()
 	var ids []string
 	for id, e := range p.entries {
@@ -347,22 +475,22 @@ func (p *Publisher) flush(within time.Duration) {
 		}
 	}
 	p.mu.Unlock()
-	for _, id := range ids {
-		if time.Now().After(deadline) {
-			p.log.Warn("shutdown: statuses left unpublished; the next leader republishes them", "count", len(ids))
+	for i, id := range ids {
+		if ctx.Err() != nil {
+			p.log.Warn("end of term: statuses left unpublished; the next leader republishes them", "count", len(ids)-i)
 			return
 		}
-		p.publishPending(id)
+		_ = p.publishPending(ctx, id, true)
 	}
 }
 
-func (p *Publisher) processNext(q workqueue.TypedRateLimitingInterface[string]) bool {
+func (p *Publisher) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
 	id, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
 	defer q.Done(id)
-	switch p.publishPending(id) {
+	switch p.publishPending(ctx, id, false) {
 	case errNothing:
 	case nil:
 		q.Forget(id)
@@ -375,15 +503,16 @@ func (p *Publisher) processNext(q workqueue.TypedRateLimitingInterface[string]) 
 
 var errNothing = errors.New("nothing pending")
 
-// publishPending publishes the instance's pending status and records the outcome.
-func (p *Publisher) publishPending(id string) error {
+// publishPending publishes the instance's pending status and records the outcome; now skips the debounce (the
+// end of a term).
+func (p *Publisher) publishPending(ctx context.Context, id string, now bool) error {
 	p.mu.Lock()
 	e := p.entries[id]
 	if e == nil || e.pending == nil {
 		p.mu.Unlock()
 		return errNothing
 	}
-	if wait := time.Until(e.dueAt); wait > 0 {
+	if wait := time.Until(e.dueAt); wait > 0 && !now {
 		p.mu.Unlock()
 		p.add(id, wait) // the debounce window has not ended yet
 		return errNothing
@@ -392,11 +521,17 @@ func (p *Publisher) publishPending(id string) error {
 	p.mu.Unlock()
 
 	began := time.Now()
-	err := p.publish(id, s)
+	err := p.publish(ctx, id, s)
 	p.m.latency.Observe(time.Since(began).Seconds())
 	if err != nil {
 		p.m.failed.Inc()
-		p.log.Warn("status event not delivered; will retry", "id", id, "status", s.status, "error", err)
+		level := slog.LevelWarn
+		if errors.Is(err, errNoStream) || errors.Is(err, errNotLeading) {
+			// errNoStream is said once, loudly, by setStream (and the health check and a metric keep saying it);
+			// errNotLeading ends with the term.
+			level = slog.LevelDebug
+		}
+		p.log.Log(ctx, level, "status event not delivered; will retry", "id", id, "status", s.status, "error", err)
 		return err
 	}
 	p.m.published.WithLabelValues(s.status).Inc()
@@ -406,6 +541,9 @@ func (p *Publisher) publishPending(id string) error {
 	superseded := e.pending != nil && *e.pending != s
 	if !superseded {
 		e.pending, e.dueAt = nil, time.Time{}
+		if e.forget && p.entries[id] == e {
+			delete(p.entries, id)
+		}
 	} else {
 		e.dueAt = e.lastPublish.Add(p.o.Debounce)
 	}
@@ -435,11 +573,19 @@ func (p *Publisher) Event(id string, st status.Status, message string) (cloudeve
 	return ev, subject, ev.Validate()
 }
 
-func (p *Publisher) publish(id string, s state) error {
+// errNoStream: the server has JetStream but no stream captures the subject; the status is held and retried.
+var errNoStream = errors.New("no JetStream stream captures the subject")
+
+// errNotLeading: the replica's leadership is not certain any more (Fence); the next leader re-reports.
+var errNotLeading = errors.New("not certainly leading: held for the next leader")
+
+func (p *Publisher) publish(ctx context.Context, id string, s state) error {
 	jsp := p.js.Load()
-	nc := p.conn.Load()
-	if jsp == nil || nc == nil {
+	if jsp == nil {
 		return errors.New("NATS not connected yet")
+	}
+	if p.o.Fence != nil && !p.o.Fence() {
+		return errNotLeading
 	}
 	ev, subject, err := p.Event(id, status.Status(s.status), s.message)
 	if err != nil {
@@ -449,56 +595,163 @@ func (p *Publisher) publish(id string, s state) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.o.Timeout)
+	actx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
-	if !p.noStreamFor(subject) {
-		_, err = (*jsp).Publish(ctx, subject, payload)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders):
-		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-			// A core subscriber on the subject receives the publish but never acks it: ask whether any stream
-			// captures the subject before retrying.
-			lctx, lcancel := context.WithTimeout(context.Background(), p.o.Timeout)
-			_, lerr := (*jsp).StreamNameBySubject(lctx, subject)
-			lcancel()
-			if !errors.Is(lerr, jetstream.ErrStreamNotFound) {
-				return err
+	ack, err := (*jsp).Publish(actx, subject, payload)
+	if err == nil {
+		p.setStream(ack.Stream)
+		return nil
+	}
+	// No responders: nothing stores the subject. A timeout: perhaps a core subscriber received the publish and
+	// will never ack it. Either way, ask whether any stream captures the subject before retrying.
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		pctx, pcancel := context.WithTimeout(ctx, p.o.Timeout)
+		name, perr := p.probeStream(pctx)
+		pcancel()
+		if perr == nil && name == "" {
+			if p.o.CreateStream {
+				p.ensureStream(ctx)
 			}
-		default:
-			return err
+			return fmt.Errorf("%w %s", errNoStream, subject)
 		}
-		p.markNoStream(subject)
 	}
-	// No stream captures this subject: deliver it as a plain NATS message (not persisted).
-	if p.fellBack.CompareAndSwap(false, true) {
-		p.log.Warn("no JetStream stream captures the status subject; publishing with core NATS (messages are not persisted; create a stream for it)", "subject", subject)
-	}
-	if err := nc.Publish(subject, payload); err != nil {
-		return err
-	}
-	return nc.FlushTimeout(p.o.Timeout)
+	return err
 }
 
-// noStreamTTL is how long a subject known to have no stream goes straight to core NATS before JetStream is tried
-// again (a stream created later is picked up within it).
-const noStreamTTL = time.Minute
+// StreamName is the stream the publisher creates with CreateStream: acm-cluster-sp-<providerName>.
+func (p *Publisher) StreamName() string {
+	return "acm-cluster-sp-" + strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '_'
+	}, p.o.ProviderName)
+}
 
-func (p *Publisher) noStreamFor(subject string) bool {
+// subjects is the subject filter covering every instance's events.
+func (p *Publisher) subjects() string { return p.o.Naming.SubjectFor(p.o.ProviderName, "*") }
+
+// probeStream asks JetStream which stream captures the subjects ("" when none) and records the answer.
+func (p *Publisher) probeStream(ctx context.Context) (string, error) {
+	jsp := p.js.Load()
+	if jsp == nil {
+		return "", errors.New("NATS not connected yet")
+	}
+	name, err := (*jsp).StreamNameBySubject(ctx, p.subjects())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		name, err = "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	p.setStream(name)
+	return name, nil
+}
+
+func (p *Publisher) setStream(name string) {
+	p.mu.Lock()
+	was := p.stream
+	p.stream.known, p.stream.name, p.stream.checked = true, name, time.Now()
+	p.mu.Unlock()
+	switch {
+	case name == "" && (!was.known || was.name != ""):
+		p.log.Error("no JetStream stream captures the status subjects: statuses are held, not delivered, until one does (create one, or set statusCreateStream)",
+			"subjects", p.subjects())
+	case name != "" && was.known && was.name == "":
+		p.log.Info("a JetStream stream captures the status subjects again; delivering what was held", "stream", name)
+		go p.retryNow()
+	}
+}
+
+// ensureStreamEvery bounds how often a missing stream is created again.
+const ensureStreamEvery = 10 * time.Second
+
+// ensureStream creates or updates the publisher's own stream for its subjects, unless another stream captures them.
+func (p *Publisher) ensureStream(ctx context.Context) {
+	jsp := p.js.Load()
+	p.mu.Lock()
+	if jsp == nil || time.Since(p.stream.ensured) < ensureStreamEvery {
+		p.mu.Unlock()
+		return
+	}
+	p.stream.ensured = time.Now()
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	failed := func(err error) {
+		msg := redact.Cause(err)
+		p.mu.Lock()
+		p.stream.err = msg
+		p.mu.Unlock()
+		p.log.Error("cannot create the status stream", "stream", p.StreamName(), "error", msg)
+	}
+	name, err := p.probeStream(ctx)
+	if err != nil {
+		failed(err)
+		return
+	}
+	if name != "" && name != p.StreamName() {
+		return // another stream (DCM's) stores them
+	}
+	_, err = (*jsp).CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        p.StreamName(),
+		Description: "Status events of acm-cluster-sp provider " + p.o.ProviderName + " (created by the SP: statusCreateStream)",
+		Subjects:    []string{p.subjects()},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      p.o.StreamMaxAge,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		failed(err)
+		return
+	}
+	p.mu.Lock()
+	p.stream.err = ""
+	p.mu.Unlock()
+	if name == "" {
+		p.log.Info("created the status stream", "stream", p.StreamName(), "subjects", p.subjects(), "maxAge", p.o.StreamMaxAge.String())
+	}
+	p.setStream(p.StreamName())
+}
+
+// StreamHealth is the `events` health check: whether a JetStream stream stores the status events. It asks the
+// server when connected and otherwise reports what it last learned. It names subjects and streams, never a URL.
+func (p *Publisher) StreamHealth(ctx context.Context) (bool, string) {
+	if ok, _ := p.Connected(); ok {
+		if _, err := p.probeStream(ctx); err != nil {
+			return false, "cannot ask JetStream which stream stores the status events: " + redact.Cause(err)
+		}
+	}
+	p.mu.Lock()
+	st := p.stream
+	p.mu.Unlock()
+	suffix := ""
+	if ok, _ := p.Connected(); !ok {
+		if !st.known {
+			return true, "not checked yet: NATS not connected (see the nats check)"
+		}
+		suffix = " (last known: NATS not connected)"
+	}
+	if st.name != "" {
+		return true, fmt.Sprintf("stream %s stores %s%s", st.name, p.subjects(), suffix)
+	}
+	msg := fmt.Sprintf("no JetStream stream captures %s: %.0f status(es) held, not delivered%s; create a stream for it or set statusCreateStream",
+		p.subjects(), p.pendingCount(), suffix)
+	if st.err != "" {
+		msg += "; creating stream " + p.StreamName() + " failed: " + st.err
+	}
+	return false, msg
+}
+
+func (p *Publisher) noStreamGauge() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	until, ok := p.noStream[subject]
-	return ok && time.Now().Before(until)
-}
-
-func (p *Publisher) markNoStream(subject string) {
-	p.mu.Lock()
-	if p.noStream == nil || len(p.noStream) > 10000 {
-		p.noStream = map[string]time.Time{}
+	if p.stream.known && p.stream.name == "" {
+		return 1
 	}
-	p.noStream[subject] = time.Now().Add(noStreamTTL)
-	p.mu.Unlock()
+	return 0
 }
 
 type metrics struct {
@@ -508,7 +761,7 @@ type metrics struct {
 	latency   prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
+func newMetrics(reg prometheus.Registerer, pending, noStream func() float64) *metrics {
 	m := &metrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "acm_sp_events_published_total", Help: "Status events acknowledged by NATS, by status."}, []string{"status"}),
 		failed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "acm_sp_events_failed_total", Help: "Status event publish attempts that failed."}),
@@ -518,7 +771,8 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.failed, m.retried, m.latency,
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "acm_sp_events_pending", Help: "Clusters with a status not yet delivered."}, pending))
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "acm_sp_events_pending", Help: "Clusters with a status not yet delivered."}, pending),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "acm_sp_events_no_stream", Help: "1 while no JetStream stream captures the status subjects (statuses are held, not delivered)."}, noStream))
 	}
 	return m
 }

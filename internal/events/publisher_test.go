@@ -2,9 +2,6 @@ package events
 
 import (
 	"context"
-	"encoding/json"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,17 +9,20 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/faultproxy"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 )
 
 // startNATS runs an embedded JetStream server on loopback for one test.
-func startNATS(t *testing.T, port int, stream bool) (url string, stop func()) {
+func startNATS(t *testing.T, stream bool) (url string, stop func()) {
 	t.Helper()
-	s, err := devhub.StartNATSWith(context.Background(), devhub.NATSOptions{StoreDir: t.TempDir(), Port: port, NoStream: !stream})
+	s, err := devhub.StartNATSWith(context.Background(), devhub.NATSOptions{StoreDir: t.TempDir(), NoStream: !stream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,15 +36,6 @@ func startNATS(t *testing.T, port int, stream bool) (url string, stop func()) {
 	}
 	t.Cleanup(stop)
 	return s.ClientURL(), stop
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func startPublisher(t *testing.T, o Options) *Publisher {
@@ -73,9 +64,9 @@ func startPublisher(t *testing.T, o Options) *Publisher {
 
 // consume reads up to want events on subject from the status stream (a plain JetStream consumer, parsed with the
 // CloudEvents SDK).
-func consume(t *testing.T, url, subject string, want int, within time.Duration) []cloudevents.Event {
+func consume(t *testing.T, url, subject string, want int, within time.Duration, opts ...nats.Option) []cloudevents.Event {
 	t.Helper()
-	r, err := devhub.NewEventReader(context.Background(), url, subject)
+	r, err := devhub.NewEventReader(context.Background(), url, subject, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +94,7 @@ func data(t *testing.T, ev cloudevents.Event) Data {
 }
 
 func TestStructuredCloudEvent(t *testing.T) {
-	url, _ := startNATS(t, 0, true)
+	url, _ := startNATS(t, true)
 	p := startPublisher(t, Options{URL: url})
 	p.Report("inst-1", status.Ready, "Cluster is ready; workers 3/3 ready")
 	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-1.status", 1, 5*time.Second)
@@ -130,7 +121,7 @@ func TestSPMPreset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, _ := startNATS(t, 0, true)
+	url, _ := startNATS(t, true)
 	p := startPublisher(t, Options{URL: url, Naming: n})
 	p.Report("inst-2", status.Pending, "waiting")
 	evs := consume(t, url, "dcm.cluster", 1, 5*time.Second)
@@ -149,7 +140,7 @@ func TestSPMPreset(t *testing.T) {
 // A burst within the debounce window is coalesced: the first change goes out at once, the latest of the rest at
 // the end of the window; nothing in between.
 func TestDebounceLatestWins(t *testing.T) {
-	url, _ := startNATS(t, 0, true)
+	url, _ := startNATS(t, true)
 	p := startPublisher(t, Options{URL: url, Debounce: 400 * time.Millisecond})
 	p.Report("inst-3", status.Pending, "a")
 	waitTrue(t, func() bool { return p.Delivered("inst-3", status.Pending) })
@@ -170,7 +161,9 @@ func TestDebounceLatestWins(t *testing.T) {
 	}
 	// Reporting the delivered state again publishes nothing; after Resync it is published once more.
 	p.Report("inst-3", status.Ready, "d")
-	time.Sleep(600 * time.Millisecond)
+	if n := p.pendingCount(); n != 0 { // Report decides synchronously
+		t.Fatalf("an unchanged report left %v pending", n)
+	}
 	p.Resync()
 	p.Report("inst-3", status.Ready, "d")
 	evs = consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-3.status", 4, 2*time.Second)
@@ -179,40 +172,172 @@ func TestDebounceLatestWins(t *testing.T) {
 	}
 }
 
-// With no stream capturing the subject the event still reaches core NATS subscribers.
-func TestNoStreamFallsBackToCorePublish(t *testing.T) {
-	url, _ := startNATS(t, 0, false)
+// With no stream capturing the subject nothing counts as delivered — not even when a core subscriber receives the
+// publish (which once made a DELETED count as delivered with nothing stored): the status is held and retried, the
+// events check is unhealthy with the reason and the metric says so; once a stream exists, it is delivered.
+func TestNoStreamHoldsStatuses(t *testing.T) {
+	url, _ := startNATS(t, false)
+	const subject = "dcm.providers.test-sp.cluster.instances.inst-4.status"
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	sub, err := nc.SubscribeSync("dcm.providers.test-sp.cluster.instances.inst-4.status")
+	sub, err := nc.SubscribeSync(subject) // a core subscriber: receives, never acks
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = nc.Flush()
-	p := startPublisher(t, Options{URL: url})
-	p.Report("inst-4", status.Failed, "ValidReleaseImage: bad")
-	msg, err := sub.NextMsg(5 * time.Second)
+	reg := prometheus.NewRegistry()
+	p := startPublisher(t, Options{URL: url, Registry: reg})
+	p.Report("inst-4", status.Deleted, "Cluster deleted")
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("the publish never reached the subject: %v", err)
+	}
+	// The publisher has had its chances: two attempts failed.
+	waitTrue(t, func() bool { return testutil.ToFloat64(p.m.failed) >= 2 })
+	if p.Delivered("inst-4", status.Deleted) {
+		t.Fatal("DELETED counted as delivered with no stream to store it")
+	}
+	ok, msg := p.StreamHealth(context.Background())
+	if ok || !strings.Contains(msg, "no JetStream stream captures dcm.providers.test-sp.cluster.instances.*.status") || !strings.Contains(msg, "1 status(es) held") {
+		t.Fatalf("events check %v %q", ok, msg)
+	}
+	if got := gauge(t, reg, "acm_sp_events_no_stream"); got != 1 {
+		t.Fatalf("acm_sp_events_no_stream %v, want 1", got)
+	}
+
+	if err := devhub.EnsureStatusStream(context.Background(), url); err != nil {
+		t.Fatal(err)
+	}
+	evs := consume(t, url, subject, 1, 10*time.Second)
+	if len(evs) != 1 || data(t, evs[0]).Status != "DELETED" {
+		t.Fatalf("stored after the stream appeared: %v", evs)
+	}
+	waitTrue(t, func() bool { return p.Delivered("inst-4", status.Deleted) })
+	if ok, msg := p.StreamHealth(context.Background()); !ok || !strings.Contains(msg, "stream dcm-status stores") {
+		t.Fatalf("events check with the stream: %v %q", ok, msg)
+	}
+	if got := gauge(t, reg, "acm_sp_events_no_stream"); got != 0 {
+		t.Fatalf("acm_sp_events_no_stream %v, want 0", got)
+	}
+}
+
+// CreateStream creates the SP's own stream for its subjects, with the stated retention, and delivers into it;
+// where another stream already captures the subjects it creates nothing.
+func TestCreateStream(t *testing.T) {
+	url, _ := startNATS(t, false)
+	p := startPublisher(t, Options{URL: url, CreateStream: true, StreamMaxAge: 2 * time.Hour})
+	p.Report("inst-7", status.Ready, "ready")
+	waitTrue(t, func() bool { return p.Delivered("inst-7", status.Ready) })
+	js := jetStream(t, url)
+	s, err := js.Stream(context.Background(), "acm-cluster-sp-test-sp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := cloudevents.NewEvent()
-	if err := json.Unmarshal(msg.Data, &ev); err != nil || data(t, ev).Status != "FAILED" {
-		t.Fatalf("%v %s", err, msg.Data)
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	waitTrue(t, func() bool { return p.Delivered("inst-4", status.Failed) })
+	if info.Config.MaxAge != 2*time.Hour || len(info.Config.Subjects) != 1 || info.Config.Subjects[0] != "dcm.providers.test-sp.cluster.instances.*.status" ||
+		info.Config.Storage != jetstream.FileStorage || info.State.Msgs != 1 {
+		t.Fatalf("stream %+v state %+v", info.Config, info.State)
+	}
+	if ok, msg := p.StreamHealth(context.Background()); !ok || !strings.Contains(msg, "stream acm-cluster-sp-test-sp stores") {
+		t.Fatalf("events check %v %q", ok, msg)
+	}
+
+	// DCM's stream captures dcm.providers.>: nothing of our own.
+	url2, _ := startNATS(t, true)
+	p2 := startPublisher(t, Options{URL: url2, CreateStream: true})
+	p2.Report("inst-8", status.Ready, "ready")
+	waitTrue(t, func() bool { return p2.Delivered("inst-8", status.Ready) })
+	names := jetStream(t, url2).StreamNames(context.Background())
+	var got []string
+	for n := range names.Name() {
+		got = append(got, n)
+	}
+	if strings.Join(got, ",") != "dcm-status" {
+		t.Fatalf("streams %v, want only dcm-status", got)
+	}
+}
+
+func jetStream(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// Leadership terms never overlap: a second Start waits for the first to end, and the first's end does not take
+// the second's queue away (it once did, and statuses reported in the new term were not published until a retry).
+func TestTermsDoNotOverlap(t *testing.T) {
+	url, _ := startNATS(t, true)
+	p := New(Options{URL: url, ProviderName: "test-sp", Naming: Presets["design"], RetryMin: time.Hour, RetryMax: time.Hour, Timeout: time.Second})
+	if err := p.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx1, end1 := context.WithCancel(context.Background())
+	done1 := make(chan struct{})
+	go func() { _ = p.Start(ctx1); close(done1) }()
+	waitTrue(t, func() bool { return p.queue.Load() != nil })
+	ctx2, end2 := context.WithCancel(context.Background())
+	defer end2()
+	started2 := make(chan struct{})
+	done2 := make(chan struct{})
+	go func() { close(started2); _ = p.Start(ctx2); close(done2) }()
+	<-started2
+	q1 := p.queue.Load()
+	end1()
+	<-done1
+	waitTrue(t, func() bool { q := p.queue.Load(); return q != nil && q != q1 })
+	p.Report("inst-9", status.Ready, "ready")
+	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-9.status", 1, 5*time.Second)
+	if len(evs) != 1 {
+		t.Fatal("a status reported in the second term was not published")
+	}
+	end2()
+	<-done2
+	if p.queue.Load() != nil || p.Tracked() != 0 {
+		t.Fatalf("after the last term: queue %v, %d instances tracked", p.queue.Load(), p.Tracked())
+	}
 }
 
 // An unreachable server does not lose anything: statuses wait (latest wins) and are delivered once it is up.
 func TestOutageDeliversLatest(t *testing.T) {
-	port := freePort(t)
+	fwd, err := faultproxy.NewTCP("") // the server's address, with nothing behind it yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fwd.Close()
 	reg := prometheus.NewRegistry()
-	p := startPublisher(t, Options{URL: "nats://127.0.0.1:" + itoa(port), Registry: reg})
+	p := startPublisher(t, Options{URL: "nats://" + fwd.Addr, Registry: reg})
 	p.Report("inst-5", status.Pending, "p")
 	p.Report("inst-6", status.Pending, "p")
-	time.Sleep(300 * time.Millisecond)
+	waitTrue(t, func() bool { return testutil.ToFloat64(p.m.failed) >= 2 })
 	p.Report("inst-5", status.Provisioning, "q")
 	if ok, _ := p.Connected(); ok {
 		t.Fatal("connected to nothing")
@@ -223,7 +348,8 @@ func TestOutageDeliversLatest(t *testing.T) {
 	if got := p.pendingCount(); got != 2 {
 		t.Fatalf("pending %v, want 2", got)
 	}
-	url, _ := startNATS(t, port, true)
+	url, _ := startNATS(t, true)
+	fwd.SetUpstream(strings.TrimPrefix(url, "nats://"))
 	evs5 := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-5.status", 1, 10*time.Second)
 	evs6 := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-6.status", 1, 10*time.Second)
 	if len(evs5) != 1 || data(t, evs5[0]).Status != "PROVISIONING" || len(evs6) != 1 || data(t, evs6[0]).Status != "PENDING" {
@@ -237,13 +363,5 @@ func TestOutageDeliversLatest(t *testing.T) {
 
 func waitTrue(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "the condition", cond)
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,9 +1,9 @@
 // Package health runs the SP's health checks in the background and answers from their last results, so the
-// health endpoints return within milliseconds even when the hub hangs (dcm-contract.md §3, decision D4).
+// health endpoints return within milliseconds even when the hub hangs (docs/dcm.md.
 //
 // Each check has a timeout; a check that does not answer in time is unhealthy ("no answer within 2s"). The checks
-// that decide the overall status are the design's (hub, hypershift, kubevirt, baremetal); informational ones
-// (nats, registration) are reported but never make the SP unhealthy.
+// that decide the overall status are the design's (hub, hypershift, kubevirt, baremetal) and events (a stream stores
+// the status events); informational ones (nats, registration) are reported but never make the SP unhealthy.
 package health
 
 import (
@@ -47,7 +47,7 @@ type Checker struct {
 type Options struct {
 	Interval time.Duration // default 10s
 	Timeout  time.Duration // per check, default 2s
-	// Ready is an extra condition for /readyz besides healthy (e.g. the caches have synced).
+	// Ready decides /readyz (the caches have synced).
 	Ready func() bool
 }
 
@@ -150,7 +150,7 @@ func (c *Checker) Report() api.Health {
 	return h
 }
 
-// Ready reports whether the SP should receive traffic: healthy and the extra condition holds.
-func (c *Checker) Ready() bool {
-	return c.Report().Status == api.HealthStatusHealthy && c.ready()
-}
+// Ready reports whether this replica can serve (/readyz): its caches have synced. It does not follow the health
+// checks: a degraded HyperShift operator or InfraEnv is what the health document reports to DCM, and taking every
+// replica out of the Service for it would turn a degraded hub into an outage of reads and health polls too.
+func (c *Checker) Ready() bool { return c.ready() }

@@ -2,8 +2,8 @@ package health_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -38,16 +38,25 @@ type sp struct {
 	stop func()
 }
 
+// requestTimeout bounds the test SP's API requests.
+const requestTimeout = 2 * time.Second
+
 // startSP runs an SP whose hub connection goes through a pausable loopback proxy.
 func startSP(t *testing.T, px *proxy) *sp {
 	t.Helper()
 	cfg := config.Defaults()
 	cfg.Namespace, cfg.AgentNamespace, cfg.DefaultInfraEnvName = "clusters", "hardware-inventory", "production-infraenv"
 	cfg.ListenAddress = "127.0.0.1:0"
-	cfg.PullSecret = base64.StdEncoding.EncodeToString([]byte(`{"auths":{"x":{"auth":"eDp5"}}}`))
+	psf, err := devhub.WritePullSecret(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.PullSecretFile = psf
+	cfg.Auth = config.AuthNone
 	cfg.ProviderName = "sp-health"
 	cfg.NATSURL = hub.NATSURL
 	cfg.LeaseDuration = 2 * time.Second
+	cfg.RequestTimeout = requestTimeout
 	restCfg := rest.CopyConfig(hub.Config)
 	restCfg.Host = "https://" + px.addr
 	a, err := app.New(&cfg, app.Options{RestConfig: restCfg, HealthInterval: 200 * time.Millisecond})
@@ -139,7 +148,7 @@ func TestHealth(t *testing.T) {
 			if h.Status != "healthy" || h.Version == "" || strings.Contains(h.Version, "$Format") {
 				t.Fatalf("%s: %+v", path, h)
 			}
-			for _, name := range []string{"hub", "hypershift", "kubevirt", "baremetal", "nats"} {
+			for _, name := range []string{"hub", "hypershift", "kubevirt", "baremetal", "nats", "events"} {
 				c := check(h, name)
 				if c.Status != "healthy" || c.Message == "" || c.AgeSeconds == nil {
 					t.Fatalf("%s check %q: %+v", path, name, c)
@@ -171,8 +180,9 @@ func TestHealth(t *testing.T) {
 			if h.Status != "unhealthy" || !strings.Contains(check(h, c.check).Message, c.msg) {
 				t.Fatalf("after deleting %s: %+v", c.crd, h)
 			}
-			if s.readyz(t) != http.StatusServiceUnavailable {
-				t.Fatalf("/readyz not 503 after deleting %s", c.crd)
+			// A degraded hub is what the health document says; the replica still serves (reads, health polls).
+			if s.readyz(t) != http.StatusOK {
+				t.Fatalf("/readyz not 200 after deleting %s: a degraded hub must not take the replica out of service", c.crd)
 			}
 			// Put it back: healthy again.
 			if err := devhub.InstallCRDs(context.Background(), hub.Client); err != nil {
@@ -189,9 +199,24 @@ func TestHealth(t *testing.T) {
 			t.Fatalf("%+v", h)
 		}
 		t.Logf("hub check while hanging: %q", check(h, "hub").Message)
-		if s.readyz(t) != http.StatusServiceUnavailable {
-			t.Fatal("/readyz not 503 while the hub hangs")
+		if s.readyz(t) != http.StatusOK {
+			t.Fatal("/readyz not 200 while the hub hangs: the caches still serve reads")
 		}
+		// A request that needs the hub answers 504 within requestTimeout instead of hanging with it.
+		start := time.Now()
+		body := `{"version":"1.30","metadata":{"name":"hang-1"},"nodes":{"workers":{"count":1}}}`
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Post(s.url+"/api/v1alpha1/clusters", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if (resp.StatusCode != http.StatusGatewayTimeout && resp.StatusCode != http.StatusServiceUnavailable) ||
+			resp.Header.Get("Content-Type") != "application/problem+json" || took > requestTimeout+3*time.Second {
+			t.Fatalf("create against a hanging hub: %d after %v: %s", resp.StatusCode, took, raw)
+		}
+		t.Logf("create against a hanging hub: %d after %v", resp.StatusCode, took.Round(10*time.Millisecond))
 		px.resume()
 		waitHealth(t, s, 30*time.Second, func(h api.Health) bool { return h.Status == "healthy" })
 	})
@@ -202,8 +227,8 @@ func TestHealth(t *testing.T) {
 		if !strings.Contains(check(h, "hub").Message, "unreachable") && !strings.Contains(check(h, "hub").Message, "no answer") {
 			t.Fatalf("hub check message %q", check(h, "hub").Message)
 		}
-		if s.readyz(t) != http.StatusServiceUnavailable {
-			t.Fatal("/readyz not 503 with the API server stopped")
+		if s.readyz(t) != http.StatusOK {
+			t.Fatal("/readyz not 200 with the API server stopped: the caches still serve reads")
 		}
 		// The lease cannot be renewed: the replica steps down, but keeps serving (health, and reads from its caches).
 		deadline := time.Now().Add(15 * time.Second)

@@ -40,15 +40,18 @@ func TestChecker(t *testing.T) {
 	if byName["fast"] != "healthy: fine" || !strings.HasPrefix(byName["hangs"], "unhealthy: no answer within 100ms") || byName["side"] != "unhealthy: down" {
 		t.Fatalf("checks %v", byName)
 	}
-	if h.Status != "unhealthy" || c.Ready() {
-		t.Fatalf("a failing check must make the SP unhealthy and not ready: %+v", h)
+	if h.Status != "unhealthy" {
+		t.Fatalf("a failing check must make the SP unhealthy: %+v", h)
+	}
+	if !c.Ready() {
+		t.Fatal("an unhealthy hub must not take the replica out of the Service: /readyz follows the caches only")
 	}
 	if h.Version == "" || h.Checks[2].Informational == nil || !*h.Checks[2].Informational {
 		t.Fatalf("report %+v", h)
 	}
 }
 
-// Informational checks never decide the status; the extra readiness condition gates /readyz only.
+// Informational checks never decide the status; the readiness condition alone decides /readyz.
 func TestInformationalAndReady(t *testing.T) {
 	ready := false
 	c := New([]Check{
@@ -64,6 +67,6 @@ func TestInformationalAndReady(t *testing.T) {
 	}
 	ready = true
 	if !c.Ready() {
-		t.Fatal("not ready although healthy and the condition holds")
+		t.Fatal("not ready although the condition holds")
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -9,9 +10,11 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
-// problemKinds is the error catalogue (dcm-contract.md §6): one type and title per HTTP status.
+// problemKinds is the error catalogue (docs/dcm.md): one type and title per HTTP status.
 var problemKinds = map[int][2]string{
 	http.StatusBadRequest:            {"INVALID_ARGUMENT", "Bad Request"},
+	http.StatusUnauthorized:          {"UNAUTHENTICATED", "Unauthorized"},
+	http.StatusForbidden:             {"PERMISSION_DENIED", "Forbidden"},
 	http.StatusNotFound:              {"NOT_FOUND", "Not Found"},
 	http.StatusMethodNotAllowed:      {"METHOD_NOT_ALLOWED", "Method Not Allowed"},
 	http.StatusConflict:              {"ALREADY_EXISTS", "Conflict"},
@@ -20,6 +23,7 @@ var problemKinds = map[int][2]string{
 	http.StatusUnprocessableEntity:   {"UNPROCESSABLE_ENTITY", "Unprocessable Entity"},
 	http.StatusInternalServerError:   {"INTERNAL", "Internal Server Error"},
 	http.StatusServiceUnavailable:    {"UNAVAILABLE", "Service Unavailable"},
+	http.StatusGatewayTimeout:        {"DEADLINE_EXCEEDED", "Gateway Timeout"},
 }
 
 // statusOf maps a domain error kind to its HTTP status.
@@ -35,6 +39,8 @@ func statusOf(k clusters.Kind) int {
 		return http.StatusUnprocessableEntity
 	case clusters.KindUnavailable:
 		return http.StatusServiceUnavailable
+	case clusters.KindTimeout:
+		return http.StatusGatewayTimeout
 	default:
 		return http.StatusInternalServerError
 	}
@@ -68,9 +74,23 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail str
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var de *clusters.Error
 	if !errors.As(err, &de) {
-		de = &clusters.Error{Kind: clusters.KindInternal, Err: err}
+		de = clusters.Internal(err, "the request failed") // a hub failure that was not classified where it happened
 	}
 	status := statusOf(de.Kind)
+	if errors.Is(err, context.DeadlineExceeded) && status == http.StatusInternalServerError {
+		status = http.StatusGatewayTimeout
+		de = &clusters.Error{Kind: clusters.KindTimeout, Message: "the request did not finish within its deadline; retry", Err: err}
+	}
+	if errors.Is(err, context.Canceled) && status == http.StatusInternalServerError {
+		status = http.StatusServiceUnavailable
+		de = &clusters.Error{Kind: clusters.KindUnavailable, Message: "the request was cancelled: the SP is stopping; retry", Err: err}
+	}
+	if status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout {
+		w.Header().Set("Retry-After", "1")
+		if de.Err != nil {
+			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "error", de.Err)
+		}
+	}
 	if status == http.StatusInternalServerError {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 		writeProblem(w, r, status, "internal error", nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -28,12 +29,13 @@ const MaxBodyBytes = 1 << 20
 
 // Handler returns the whole HTTP surface, in one place:
 //
-//	/api/v1alpha1/clusters…, /api/v1alpha1/health, /api/v1alpha1/clusters/health, /health  (OpenAPI, validated)
-//	/livez, /readyz  (Kubernetes probes)
-//	/metrics         (Prometheus, registry reg)
+//	/api/v1alpha1/clusters…  (OpenAPI, validated; authenticated and authorized)
+//	/api/v1alpha1/health, /api/v1alpha1/clusters/health, /health, /livez, /readyz  (open: probes and DCM's polls)
+//	/metrics         (Prometheus, registry reg; authenticated, needs get on the non-resource URL /metrics)
 //
-// Unknown routes and methods, malformed parameters, wrong content types and oversized bodies all answer with
-// problem+json.
+// Authentication comes first (an anonymous caller learns nothing about routes or validation), then routing, then
+// authorization of the operation. Unknown routes and methods, malformed query strings and parameters, wrong
+// content types and oversized bodies all answer with problem+json.
 func (s *Server) Handler(reg *prometheus.Registry) (http.Handler, error) {
 	spec, err := api.GetSwagger()
 	if err != nil {
@@ -42,7 +44,7 @@ func (s *Server) Handler(reg *prometheus.Registry) (http.Handler, error) {
 	metrics := newHTTPMetrics(reg)
 
 	r := chi.NewRouter()
-	r.Use(s.recoverer, metrics.middleware, limitBody)
+	r.Use(s.recoverer, metrics.middleware, s.authenticate, wellFormedQuery, limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path), nil)
 	})
@@ -54,10 +56,11 @@ func (s *Server) Handler(reg *prometheus.Registry) (http.Handler, error) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	r.Get("/readyz", s.readyz)
-	r.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	r.With(s.protectMetrics).Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	validator := nethttpmiddleware.OapiRequestValidatorWithOptions(spec, &nethttpmiddleware.Options{
-		Options:               openapi3filter.Options{ExcludeRequestBody: true, ExcludeResponseBody: true, MultiError: false},
+		Options: openapi3filter.Options{ExcludeRequestBody: true, ExcludeResponseBody: true, MultiError: false,
+			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}, // authenticate and authorize decide
 		SilenceServersWarning: true,
 		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, o nethttpmiddleware.ErrorHandlerOpts) {
 			status := o.StatusCode
@@ -72,8 +75,9 @@ func (s *Server) Handler(reg *prometheus.Registry) (http.Handler, error) {
 		ResponseErrorHandlerFunc: s.writeError,
 	})
 	apigen.HandlerWithOptions(strict, apigen.ChiServerOptions{
-		BaseRouter:  r,
-		Middlewares: []apigen.MiddlewareFunc{requireJSON, validator},
+		BaseRouter: r,
+		// Applied last-first: authorize, then the deadline, then validation and the content type.
+		Middlewares: []apigen.MiddlewareFunc{requireJSON, validator, s.withDeadline, s.authorize},
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeProblem(w, r, http.StatusBadRequest, err.Error(), nil)
 		},
@@ -116,6 +120,32 @@ func validationMessage(err error) string {
 		return re.Error()
 	}
 	return err.Error()
+}
+
+// wellFormedQuery refuses a query string that does not parse (e.g. a stray %): Go's r.URL.Query() would silently
+// drop the broken pair, turning a mangled page_token into "first page".
+func wellFormedQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			writeProblem(w, r, http.StatusBadRequest, "malformed query string: "+strings.TrimPrefix(err.Error(), "invalid URL escape "), nil)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withDeadline bounds an API request (its hub calls included) by requestTimeout: a hanging hub gives a 504, not a
+// stuck handler.
+func (s *Server) withDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if openPaths[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.requestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // limitBody caps request bodies at MaxBodyBytes.
@@ -195,7 +225,17 @@ func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(ww.Status())).Inc()
-		m.duration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		method := metricMethod(r.Method)
+		m.requests.WithLabelValues(route, method, strconv.Itoa(ww.Status())).Inc()
+		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 	})
+}
+
+// metricMethod bounds the method label to a fixed set: any other method (a client may send anything) is "other".
+func metricMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
 }

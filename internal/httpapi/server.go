@@ -5,8 +5,10 @@ package httpapi
 
 import (
 	"context"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/httpapi/apigen"
@@ -21,22 +23,49 @@ type Health interface {
 	Ready() bool
 }
 
+// Clusters is the domain service the API calls (provision.Service).
+type Clusters interface {
+	Create(ctx context.Context, id string, body []byte) (c *clusters.Cluster, created bool, err error)
+	Get(ctx context.Context, id string) (*clusters.Cluster, error)
+	List(ctx context.Context, pageSize *int, pageToken string) ([]clusters.Cluster, string, error)
+	Delete(ctx context.Context, id string) error
+	// Kubeconfig reads the admin kubeconfig of a cluster Get returned.
+	Kubeconfig(ctx context.Context, c *clusters.Cluster) ([]byte, error)
+}
+
 // Server implements the generated StrictServerInterface.
 type Server struct {
-	svc    *clusters.Service
+	svc    Clusters
 	health Health
+	guard  Guard
 	log    *slog.Logger
+	audits *slog.Logger // one line per kubeconfig disclosure, create and delete
+	// requestTimeout is every API request's deadline (hub calls included).
+	requestTimeout time.Duration
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
 
+// Options are NewServer's optional settings.
+type Options struct {
+	Log            *slog.Logger
+	RequestTimeout time.Duration // default 20s
+}
+
 // NewServer returns the API server.
-func NewServer(svc *clusters.Service, health Health, log *slog.Logger) *Server {
+func NewServer(svc Clusters, health Health, guard Guard, o Options) *Server {
+	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{svc: svc, health: health, log: log}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 20 * time.Second
+	}
+	return &Server{svc: svc, health: health, guard: guard, log: log, audits: log.With("log", "audit"), requestTimeout: o.RequestTimeout}
 }
+
+// RequestTimeout is every API request's deadline.
+func (s *Server) RequestTimeout() time.Duration { return s.requestTimeout }
 
 type requestKey struct{}
 
@@ -58,13 +87,18 @@ func (s *Server) CreateCluster(ctx context.Context, req apigen.CreateClusterRequ
 	}
 	c, created, err := s.svc.Create(ctx, id, body)
 	if err != nil {
+		s.audit(ctx, "create", id, "result", "refused", "reason", clusters.KindOf(err).String())
 		return nil, err
 	}
-	out := s.toAPI(ctx, c)
-	if created {
-		return apigen.CreateCluster201JSONResponse(out), nil
+	s.audit(ctx, "create", c.ID, "result", map[bool]string{true: "created", false: "replayed"}[created])
+	out, disclosed, err := s.withKubeconfig(ctx, c)
+	if err != nil {
+		return nil, err
 	}
-	return apigen.CreateCluster200JSONResponse(out), nil
+	if created {
+		return noStore[apigen.CreateCluster201JSONResponse]{apigen.CreateCluster201JSONResponse(out), disclosed}, nil
+	}
+	return noStore[apigen.CreateCluster200JSONResponse]{apigen.CreateCluster200JSONResponse(out), disclosed}, nil
 }
 
 // ListClusters handles GET /api/v1alpha1/clusters.
@@ -84,7 +118,12 @@ func (s *Server) ListClusters(ctx context.Context, req apigen.ListClustersReques
 	}
 	out := api.ClusterList{Results: make([]api.Cluster, len(list))}
 	for i := range list {
-		out.Results[i] = s.toAPI(ctx, &list[i])
+		out.Results[i] = toAPI(&list[i])
+		if list[i].HasKubeconfig() {
+			// LIST never carries kubeconfigs: a page of 100 cluster-admin credentials is too much in one answer.
+			out.Results[i].Kubeconfig = nil
+			out.Results[i].KubeconfigOmitted = ptr(api.ClusterKubeconfigOmittedList)
+		}
 	}
 	if next != "" {
 		out.NextPageToken = &next
@@ -98,14 +137,20 @@ func (s *Server) GetCluster(ctx context.Context, req apigen.GetClusterRequestObj
 	if err != nil {
 		return nil, err
 	}
-	return apigen.GetCluster200JSONResponse(s.toAPI(ctx, c)), nil
+	out, disclosed, err := s.withKubeconfig(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return noStore[apigen.GetCluster200JSONResponse]{apigen.GetCluster200JSONResponse(out), disclosed}, nil
 }
 
 // DeleteCluster handles DELETE /api/v1alpha1/clusters/{clusterId}.
 func (s *Server) DeleteCluster(ctx context.Context, req apigen.DeleteClusterRequestObject) (apigen.DeleteClusterResponseObject, error) {
 	if err := s.svc.Delete(ctx, req.ClusterId); err != nil {
+		s.audit(ctx, "delete", req.ClusterId, "result", "refused", "reason", clusters.KindOf(err).String())
 		return nil, err
 	}
+	s.audit(ctx, "delete", req.ClusterId, "result", "accepted")
 	return apigen.DeleteCluster204Response{}, nil
 }
 
@@ -124,24 +169,69 @@ func (s *Server) GetRootHealth(context.Context, apigen.GetRootHealthRequestObjec
 	return apigen.GetRootHealth200JSONResponse{HealthJSONResponse: apigen.HealthJSONResponse(s.health.Report())}, nil
 }
 
-// toAPI converts the domain resource to the wire type, and audits every response that carries a kubeconfig.
-func (s *Server) toAPI(ctx context.Context, c *clusters.Cluster) api.Cluster {
-	out := api.Cluster{
+// withKubeconfig converts a cluster for one caller: its admin kubeconfig is included only when the caller may
+// get clusters/kubeconfig for this id, and every disclosure is audited. disclosed tells the response to forbid
+// caching.
+func (s *Server) withKubeconfig(ctx context.Context, c *clusters.Cluster) (api.Cluster, bool, error) {
+	out := toAPI(c)
+	if !c.HasKubeconfig() {
+		return out, false, nil
+	}
+	if ok, why := s.kubeconfigVerdict(ctx, c.ID); !ok {
+		out.Kubeconfig = nil
+		out.KubeconfigOmitted = ptr(api.ClusterKubeconfigOmitted(why))
+		return out, false, nil
+	}
+	data, err := s.svc.Kubeconfig(ctx, c)
+	if err != nil {
+		return out, false, err
+	}
+	kc := base64.StdEncoding.EncodeToString(data)
+	out.Kubeconfig = &kc
+	s.audit(ctx, "kubeconfig", c.ID)
+	return out, true, nil
+}
+
+// toAPI converts the domain resource to the wire type; kubeconfig is "" (withKubeconfig fills it in for callers
+// allowed to see it).
+func toAPI(c *clusters.Cluster) api.Cluster {
+	kc := ""
+	return api.Cluster{
 		Id: c.ID, Path: c.Path(), Spec: c.Spec,
 		Status: api.ClusterStatus(c.Status), StatusMessage: c.StatusMessage,
 		Platform: api.ClusterPlatform(c.Platform), ProvisioningType: api.Hypershift,
 		Version: c.Version, OpenshiftVersion: c.OpenShiftVersion,
-		ApiEndpoint: c.APIEndpoint, ConsoleUrl: c.ConsoleURL, Kubeconfig: c.KubeconfigBase64(),
+		ApiEndpoint: c.APIEndpoint, ConsoleUrl: c.ConsoleURL, Kubeconfig: &kc,
 		Nodes: api.NodeCounts{
 			ControlPlane: api.NodeCount{Ready: c.ControlPlane.Ready, Total: c.ControlPlane.Total},
 			Workers:      api.NodeCount{Ready: c.Workers.Ready, Total: c.Workers.Total},
 		},
 		Namespace: c.Namespace, CreateTime: c.CreateTime, UpdateTime: c.UpdateTime,
 	}
-	if out.Kubeconfig != "" {
-		if r := requestFrom(ctx); r != nil {
-			s.log.Info("audit: kubeconfig served", "id", c.ID, "remote", r.RemoteAddr, "userAgent", r.UserAgent(), "method", r.Method, "path", r.URL.Path)
-		}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// noStore wraps a strict-server response so that one carrying a kubeconfig is sent with Cache-Control: no-store.
+type noStore[R any] struct {
+	resp  R
+	apply bool
+}
+
+func (n noStore[R]) header(w http.ResponseWriter) {
+	if n.apply {
+		w.Header().Set("Cache-Control", "no-store")
 	}
-	return out
+}
+
+// VisitCreateClusterResponse implements apigen.CreateClusterResponseObject.
+func (n noStore[R]) VisitCreateClusterResponse(w http.ResponseWriter) error {
+	n.header(w)
+	return any(n.resp).(apigen.CreateClusterResponseObject).VisitCreateClusterResponse(w)
+}
+
+// VisitGetClusterResponse implements apigen.GetClusterResponseObject.
+func (n noStore[R]) VisitGetClusterResponse(w http.ResponseWriter) error {
+	n.header(w)
+	return any(n.resp).(apigen.GetClusterResponseObject).VisitGetClusterResponse(w)
 }

@@ -1,8 +1,11 @@
 // Package hub is the SP's access to the ACM hub cluster: a client for writes, and informer caches for reads
-// (decision D11). HostedClusters, NodePools, the SP's Secrets (incl. the operator's admin kubeconfig) and
-// ManagedClusters are label-selected (managed-by=dcm,dcm-service-type=cluster), stripped by a transform, and fed
-// into an Index keyed by instance id, so GET, LIST and status evaluation never call the API server.
-// ClusterImageSets, Agents, InfraEnvs, the operator's ConfigMap and Deployment are cached too.
+// HostedClusters, NodePools and ManagedClusters are label-selected
+// (managed-by=dcm,dcm-service-type=cluster), filtered to this provider (label dcm.io/provider), stripped by a
+// transform, and fed into an Index keyed by instance id, so GET, LIST and status evaluation never call the API
+// server. The namespace's Secrets are cached as metadata only: an admin kubeconfig is found by the name the
+// HostedCluster gives (older operators create it without labels) and its content is read on demand, for the callers
+// allowed to see it, with a short cache. ClusterImageSets, Agents, InfraEnvs, the operator's ConfigMap and
+// Deployment are cached too.
 //
 // Informers start as their APIs are discovered (a background discovery every DiscoveryInterval), so a hub
 // without the Agent CRDs still serves KubeVirt, and a CRD installed later is picked up without a restart.
@@ -69,10 +72,12 @@ func Scheme() *runtime.Scheme {
 // Options configure the hub access.
 type Options struct {
 	Namespace           string        // the SP's namespace (HCs, NPs, Secrets)
+	Provider            string        // this SP's providerName: objects labelled for another provider are ignored
 	AgentNamespace      string        // InfraEnvs and Agents ("" disables baremetal caches)
 	HypershiftNamespace string        // operator Deployment and supported-versions ConfigMap
 	DiscoveryInterval   time.Duration // how often to check which APIs the hub serves (default 10s)
 	DiscoveryTimeout    time.Duration // bound of one discovery call, so a hanging hub is noticed (default 5s)
+	RequestTimeout      time.Duration // bound of every call of the write Client (default 20s); watches are not bounded
 	Log                 *slog.Logger
 }
 
@@ -116,7 +121,8 @@ type Hub struct {
 	index     *Index
 	log       *slog.Logger
 
-	specs []informerSpec // every informer the hub may run, built once
+	specs       []informerSpec // every informer the hub may run, built once
+	kubeconfigs *secretCache
 
 	mu        sync.RWMutex
 	started   map[string]toolscache.ResourceEventHandlerRegistration // informer name → handler registration
@@ -134,7 +140,12 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	scheme := Scheme()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = 20 * time.Second
+	}
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = opts.RequestTimeout
+	c, err := client.New(wcfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("hub client: %w", err)
 	}
@@ -161,7 +172,7 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	byObject := map[client.Object]cache.ByObject{
 		&hyperv1.HostedCluster{}:    {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue()},
 		&hyperv1.NodePool{}:         {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue()},
-		&corev1.Secret{}:            {Namespaces: ns, Label: sel, Transform: secretTransform, UnsafeDisableDeepCopy: ptrTrue()},
+		secretMetadata():            {Namespaces: ns, UnsafeDisableDeepCopy: ptrTrue()},
 		&clusterv1.ManagedCluster{}: {Label: sel, UnsafeDisableDeepCopy: ptrTrue()},
 		&corev1.Namespace{}:         {Label: labels.SelectorFromSet(nil).Add(mustExists(ClusterNamespaceLabel)), UnsafeDisableDeepCopy: ptrTrue()},
 		&corev1.ConfigMap{}:         {Namespaces: map[string]cache.Config{opts.HypershiftNamespace: {}}, Field: fields.OneTermEqualSelector("metadata.name", "supported-versions")},
@@ -182,7 +193,8 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub cache: %w", err)
 	}
-	h := &Hub{opts: opts, cfg: cfg, Client: c, cache: ca, discovery: dc, index: NewIndex(), log: opts.Log, started: map[string]toolscache.ResourceEventHandlerRegistration{}}
+	h := &Hub{opts: opts, cfg: cfg, Client: c, cache: ca, discovery: dc, index: NewIndex(opts.Provider), log: opts.Log,
+		started: map[string]toolscache.ResourceEventHandlerRegistration{}, kubeconfigs: newSecretCache(kubeconfigCacheTTL, 1024)}
 	h.specs = h.informerSpecs()
 	return h, nil
 }
@@ -240,21 +252,33 @@ func stripTransform(obj any) (any, error) {
 	return obj, nil
 }
 
-// secretTransform keeps only the admin kubeconfig's content: the SP's own Secrets (pull secret, keys) are matched
-// by the same label selector but their data is never needed in memory.
-func secretTransform(obj any) (any, error) {
-	obj, _ = stripTransform(obj)
-	if s, ok := obj.(*corev1.Secret); ok {
-		kc, has := s.Data["kubeconfig"]
-		if has && strings.HasSuffix(s.Name, "-admin-kubeconfig") {
-			s.Data = map[string][]byte{"kubeconfig": kc}
-		} else {
-			s.Data = nil
-		}
-		s.StringData = nil
-	}
-	return obj, nil
+// secretMetadata is the metadata-only view of a Secret the cache watches: no Secret content is ever held in memory
+// by the informers.
+func secretMetadata() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 }
+
+// kubeconfigCacheTTL is how long a kubeconfig read on demand is reused while its Secret's resourceVersion is
+// unchanged.
+const kubeconfigCacheTTL = 30 * time.Second
+
+// Kubeconfig reads the admin kubeconfig of a Secret found in the cache (key "kubeconfig"), through a short cache
+// keyed by name and resourceVersion, so repeated GETs of a READY cluster cost one API read per 30 s.
+func (h *Hub) Kubeconfig(ctx context.Context, ref SecretRef) ([]byte, error) {
+	if data, ok := h.kubeconfigs.get(ref); ok {
+		return data, nil
+	}
+	var s corev1.Secret
+	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: h.opts.Namespace, Name: ref.Name}, &s); err != nil {
+		return nil, err
+	}
+	data := s.Data["kubeconfig"]
+	h.kubeconfigs.put(SecretRef{Name: s.Name, ResourceVersion: s.ResourceVersion}, data)
+	return data, nil
+}
+
+// Options are the options the hub access was built with (defaults applied).
+func (h *Hub) Options() Options { return h.opts }
 
 // Index is the read model.
 func (h *Hub) Index() *Index { return h.index }
@@ -385,7 +409,7 @@ func (h *Hub) informerSpecs() []informerSpec {
 			handler: typedHandler(x.PutHostedCluster, x.DeleteHostedCluster)},
 		{name: "nodepools", api: APIHyperShift, needs: true, obj: func() client.Object { return &hyperv1.NodePool{} },
 			handler: typedHandler(x.PutNodePool, x.DeleteNodePool)},
-		{name: "secrets", needs: true, obj: func() client.Object { return &corev1.Secret{} },
+		{name: "secrets", needs: true, obj: func() client.Object { return secretMetadata() },
 			handler: typedHandler(x.PutSecret, x.DeleteSecret)},
 		{name: "managedclusters", api: APIManagedClusters, obj: func() client.Object { return &clusterv1.ManagedCluster{} },
 			handler: typedHandler(x.PutManagedCluster, x.DeleteManagedCluster)},

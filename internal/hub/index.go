@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/btree"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
@@ -31,12 +31,18 @@ func (k Key) Less(o Key) bool {
 // View is everything the SP knows about one cluster, as read from the caches. The pointers are shared with the
 // caches and must not be modified.
 type View struct {
-	ID             string
-	HostedCluster  *hyperv1.HostedCluster // nil: gone (NodePools may still be known)
-	NodePools      []*hyperv1.NodePool    // sorted by name
-	Kubeconfig     []byte                 // key "kubeconfig" of the Secret named by status.kubeconfig, nil if absent
+	ID            string
+	HostedCluster *hyperv1.HostedCluster // nil: gone (NodePools may still be known)
+	NodePools     []*hyperv1.NodePool    // sorted by name
+	// Kubeconfig is the Secret named by status.kubeconfig, as metadata only ("" when absent): the operator creates
+	// it with the HostedCluster's labels in recent versions and without labels in older ones, so it is found by
+	// name. Its content is read on demand (Hub.Kubeconfig), only for callers allowed to see it.
+	Kubeconfig     SecretRef
 	ManagedCluster *clusterv1.ManagedCluster
 }
+
+// SecretRef names a Secret of the SP's namespace and the version seen in the cache.
+type SecretRef struct{ Name, ResourceVersion string }
 
 // Gone reports whether the cluster no longer exists for DCM: the HostedCluster is absent, or it is being deleted
 // and only the SP's own status finalizer holds it (the operator has finished).
@@ -65,24 +71,32 @@ type entry struct {
 // Index is the SP's read model: the cached objects of every cluster, by instance id and in list order. It is fed
 // by informer event handlers and notifies listeners of the instance ids that changed.
 type Index struct {
+	provider  string // objects labelled for another provider are not ours (meta.Ours)
 	mu        sync.RWMutex
 	byID      map[string]*entry
 	byName    map[string]string // HostedCluster name → id
 	order     *btree.BTreeG[Key]
-	secrets   map[string]*corev1.Secret // by name (one namespace)
+	secrets   map[string]*metav1.PartialObjectMetadata // every Secret of the namespace, metadata only, by name
 	mcs       map[string]*clusterv1.ManagedCluster
 	listeners []func(id string)
 }
 
-// NewIndex returns an empty index.
-func NewIndex() *Index {
+// NewIndex returns an empty index of provider's clusters.
+func NewIndex(provider string) *Index {
 	return &Index{
-		byID:    map[string]*entry{},
-		byName:  map[string]string{},
-		order:   btree.NewG(32, func(a, b Key) bool { return a.Less(b) }),
-		secrets: map[string]*corev1.Secret{},
-		mcs:     map[string]*clusterv1.ManagedCluster{},
+		provider: provider,
+		byID:     map[string]*entry{},
+		byName:   map[string]string{},
+		order:    btree.NewG(32, func(a, b Key) bool { return a.Less(b) }),
+		secrets:  map[string]*metav1.PartialObjectMetadata{},
+		mcs:      map[string]*clusterv1.ManagedCluster{},
 	}
+}
+
+// ours tells whether an object belongs to this index's provider and has an instance id.
+func (x *Index) ours(l map[string]string) (string, bool) {
+	id := meta.InstanceID(l)
+	return id, id != "" && meta.Ours(x.provider, l)
 }
 
 // OnChange registers f to be called (outside the lock) with the instance id of every changed cluster.
@@ -123,8 +137,9 @@ func (x *Index) gc(id string) {
 
 // PutHostedCluster records an added or updated HostedCluster.
 func (x *Index) PutHostedCluster(hc *hyperv1.HostedCluster) {
-	id := meta.InstanceID(hc.Labels)
-	if id == "" {
+	id, ok := x.ours(hc.Labels)
+	if !ok {
+		x.DeleteHostedCluster(hc) // relabelled for another provider: not ours any more
 		return
 	}
 	x.mu.Lock()
@@ -159,8 +174,9 @@ func (x *Index) DeleteHostedCluster(hc *hyperv1.HostedCluster) {
 
 // PutNodePool records an added or updated NodePool.
 func (x *Index) PutNodePool(np *hyperv1.NodePool) {
-	id := meta.InstanceID(np.Labels)
-	if id == "" {
+	id, ok := x.ours(np.Labels)
+	if !ok {
+		x.DeleteNodePool(np)
 		return
 	}
 	x.mu.Lock()
@@ -181,24 +197,42 @@ func (x *Index) DeleteNodePool(np *hyperv1.NodePool) {
 	x.notify(id)
 }
 
-// PutSecret records an added or updated Secret (the SP's, and the operator's admin kubeconfig).
-func (x *Index) PutSecret(s *corev1.Secret) {
+// PutSecret records an added or updated Secret of the namespace (metadata only).
+func (x *Index) PutSecret(s *metav1.PartialObjectMetadata) {
 	x.mu.Lock()
 	x.secrets[s.Name] = s
 	x.mu.Unlock()
-	x.notify(meta.InstanceID(s.Labels))
+	x.notifySecret(s)
 }
 
 // DeleteSecret records a deleted Secret.
-func (x *Index) DeleteSecret(s *corev1.Secret) {
+func (x *Index) DeleteSecret(s *metav1.PartialObjectMetadata) {
 	x.mu.Lock()
 	delete(x.secrets, s.Name)
 	x.mu.Unlock()
-	x.notify(meta.InstanceID(s.Labels))
+	x.notifySecret(s)
+}
+
+// notifySecret tells listeners about the cluster a Secret belongs to: by its label, or — for an unlabelled admin
+// kubeconfig — by the HostedCluster that names it.
+func (x *Index) notifySecret(s *metav1.PartialObjectMetadata) {
+	if id, ok := x.ours(s.Labels); ok {
+		x.notify(id)
+		return
+	}
+	for _, o := range s.OwnerReferences {
+		if o.Kind == "HostedCluster" {
+			x.NotifyName(o.Name)
+		}
+	}
 }
 
 // PutManagedCluster records an added or updated ManagedCluster.
 func (x *Index) PutManagedCluster(mc *clusterv1.ManagedCluster) {
+	if _, ok := x.ours(mc.Labels); !ok {
+		x.DeleteManagedCluster(mc)
+		return
+	}
 	x.mu.Lock()
 	x.mcs[mc.Name] = mc
 	x.mu.Unlock()
@@ -252,7 +286,7 @@ func (x *Index) view(id string, e *entry) View {
 	if e.hc != nil {
 		if ref := e.hc.Status.KubeConfig; ref != nil {
 			if s := x.secrets[ref.Name]; s != nil {
-				v.Kubeconfig = s.Data["kubeconfig"]
+				v.Kubeconfig = SecretRef{Name: s.Name, ResourceVersion: s.ResourceVersion}
 			}
 		}
 		if mc := x.mcs[e.hc.Name]; mc != nil && meta.InstanceID(mc.Labels) == id {
@@ -306,32 +340,55 @@ func (x *Index) IDs() []string {
 	return out
 }
 
-// SecretsOf returns the cached Secrets labelled with the instance id.
-func (x *Index) SecretsOf(id string) []*corev1.Secret {
+// SecretsOf returns the names of the cached Secrets labelled with the instance id (this provider's).
+func (x *Index) SecretsOf(id string) []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	var out []*corev1.Secret
+	var out []string
 	for _, s := range x.secrets {
-		if meta.InstanceID(s.Labels) == id {
-			out = append(out, s)
+		if got, ok := x.ours(s.Labels); ok && got == id {
+			out = append(out, s.Name)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Strings(out)
 	return out
 }
 
-// SecretInstanceIDs returns the instance ids that have Secrets in the cache (for orphan clean-up).
-func (x *Index) SecretInstanceIDs() map[string]time.Time {
+// UnownedSecretInstances returns the instance ids (this provider's) of Secrets that no object owns and that were
+// created before the given time: leftovers of versions that did not set ownerReferences.
+func (x *Index) UnownedSecretInstances(before time.Time) []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	out := map[string]time.Time{}
+	seen := map[string]bool{}
 	for _, s := range x.secrets {
-		id := meta.InstanceID(s.Labels)
-		if id == "" {
-			continue
+		if id, ok := x.ours(s.Labels); ok && len(s.OwnerReferences) == 0 && s.CreationTimestamp.Time.Before(before) {
+			seen[id] = true
 		}
-		if t, ok := out[id]; !ok || s.CreationTimestamp.After(t) {
-			out[id] = s.CreationTimestamp.Time
+	}
+	out := make([]string, 0, len(seen))
+	for id := range seen {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Secret returns a cached Secret's metadata.
+func (x *Index) Secret(name string) (*metav1.PartialObjectMetadata, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	s, ok := x.secrets[name]
+	return s, ok
+}
+
+// ManagedClusters returns the cached ManagedClusters of this provider by instance id (for the orphan sweep).
+func (x *Index) ManagedClusters() map[string]*clusterv1.ManagedCluster {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make(map[string]*clusterv1.ManagedCluster, len(x.mcs))
+	for _, mc := range x.mcs {
+		if id, ok := x.ours(mc.Labels); ok {
+			out[id] = mc
 		}
 	}
 	return out

@@ -19,7 +19,7 @@ var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 func hc(id string, created time.Duration) *hyperv1.HostedCluster {
 	return &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{
-		Name: "c-" + id, Namespace: "clusters", UID: types.UID("uid-" + id), Labels: meta.Labels(id),
+		Name: "c-" + id, Namespace: "clusters", UID: types.UID("uid-" + id), Labels: meta.Labels("sp", id),
 		CreationTimestamp: metav1.NewTime(t0.Add(created)), Finalizers: []string{meta.FinalizerStatus, meta.FinalizerHyperShift},
 	}}
 }
@@ -33,7 +33,7 @@ func ids(views []View) string {
 }
 
 func TestPageOrderAndKeyset(t *testing.T) {
-	x := NewIndex()
+	x := NewIndex("sp")
 	// same creation second for b and a: the id breaks the tie
 	for _, c := range []struct {
 		id string
@@ -59,7 +59,7 @@ func TestPageOrderAndKeyset(t *testing.T) {
 }
 
 func TestGoneClustersAreSkipped(t *testing.T) {
-	x := NewIndex()
+	x := NewIndex("sp")
 	deleting := hc("del", 0)
 	deleting.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
 	x.PutHostedCluster(deleting)
@@ -82,12 +82,12 @@ func TestGoneClustersAreSkipped(t *testing.T) {
 }
 
 func TestViewAssembly(t *testing.T) {
-	x := NewIndex()
+	x := NewIndex("sp")
 	var changed []string
 	x.OnChange(func(id string) { changed = append(changed, id) })
 
 	// A NodePool seen before its HostedCluster is kept.
-	np := &hyperv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "c-a", Labels: meta.Labels("a")}}
+	np := &hyperv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "c-a", Labels: meta.Labels("sp", "a")}}
 	x.PutNodePool(np)
 	if v, ok := x.Get("a"); !ok || v.HostedCluster != nil || len(v.NodePools) != 1 {
 		t.Fatalf("orphan NodePool: %+v %v", v, ok)
@@ -95,21 +95,22 @@ func TestViewAssembly(t *testing.T) {
 	h := hc("a", 0)
 	h.Status.KubeConfig = &corev1.LocalObjectReference{Name: "c-a-admin-kubeconfig"}
 	x.PutHostedCluster(h)
-	x.PutSecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "c-a-admin-kubeconfig", Labels: meta.Labels("a")}, Data: map[string][]byte{"kubeconfig": []byte("kc")}})
-	x.PutManagedCluster(&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "c-a", Labels: meta.Labels("a")}})
+	// The admin kubeconfig is found by the name the HostedCluster gives, labelled or not (older operators).
+	x.PutSecret(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c-a-admin-kubeconfig", ResourceVersion: "7"}})
+	x.PutManagedCluster(&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "c-a", Labels: meta.Labels("sp", "a")}})
 	v, _ := x.Get("a")
-	if string(v.Kubeconfig) != "kc" || v.ManagedCluster == nil || len(v.NodePools) != 1 {
+	if v.Kubeconfig != (SecretRef{Name: "c-a-admin-kubeconfig", ResourceVersion: "7"}) || v.ManagedCluster == nil || len(v.NodePools) != 1 {
 		t.Fatalf("view %+v", v)
 	}
 	// A ManagedCluster of the same name that belongs to another instance is not this cluster's.
-	x.PutManagedCluster(&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "c-a", Labels: meta.Labels("other")}})
+	x.PutManagedCluster(&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "c-a", Labels: meta.Labels("sp", "other")}})
 	if v, _ := x.Get("a"); v.ManagedCluster != nil {
 		t.Fatal("foreign ManagedCluster attached")
 	}
 	if id, ok := x.IDByName("c-a"); !ok || id != "a" {
 		t.Fatalf("IDByName %q %v", id, ok)
 	}
-	if fmt.Sprint(changed) != "[a a a a other]" {
+	if fmt.Sprint(changed) != "[a a a other]" {
 		t.Fatalf("notifications %v", changed)
 	}
 
@@ -124,5 +125,28 @@ func TestViewAssembly(t *testing.T) {
 	x.DeleteNodePool(np)
 	if _, ok := x.Get("a"); ok {
 		t.Fatal("instance still known after its objects were deleted")
+	}
+}
+
+// Two SPs sharing a namespace: objects labelled for another provider are not in this one's index; unlabelled ones
+// (made before the label existed) are, until the reconciler labels them.
+func TestProviderScope(t *testing.T) {
+	x := NewIndex("sp")
+	mine, theirs, legacy := hc("m", 0), hc("t", time.Second), hc("l", 2*time.Second)
+	theirs.Labels = meta.Labels("other-sp", "t")
+	delete(legacy.Labels, meta.LabelProvider)
+	for _, h := range []*hyperv1.HostedCluster{mine, theirs, legacy} {
+		x.PutHostedCluster(h)
+	}
+	page, _ := x.Page(nil, 10)
+	if ids(page) != "m l " {
+		t.Fatalf("visible %q", ids(page))
+	}
+	// Relabelled for the other provider: gone from this index.
+	moved := legacy.DeepCopy()
+	moved.Labels = meta.Labels("other-sp", "l")
+	x.PutHostedCluster(moved)
+	if _, ok := x.Get("l"); ok {
+		t.Fatal("a cluster relabelled for another provider is still visible")
 	}
 }

@@ -1,4 +1,4 @@
-// Package inventory decides which bare-metal Agents can serve a cluster (decision D13, hypershift.md §6).
+// Package inventory decides which bare-metal Agents can serve a cluster.
 //
 // The NodePool API cannot express hardware minimums, so the SP filters the Agent inventory itself and reserves the
 // chosen Agents with its instance-id label. Everything here is pure: Agents come in as values read from the hub.
@@ -18,6 +18,7 @@ import (
 type Agent struct {
 	Name, Namespace       string
 	Labels                map[string]string
+	Annotations           map[string]string
 	Approved              bool
 	Role                  string
 	ClusterDeploymentName string
@@ -37,7 +38,7 @@ type Disk struct {
 
 // FromUnstructured reads an Agent object.
 func FromUnstructured(u *unstructured.Unstructured) Agent {
-	a := Agent{Name: u.GetName(), Namespace: u.GetNamespace(), Labels: u.GetLabels()}
+	a := Agent{Name: u.GetName(), Namespace: u.GetNamespace(), Labels: u.GetLabels(), Annotations: u.GetAnnotations()}
 	a.Approved, _, _ = unstructured.NestedBool(u.Object, "spec", "approved")
 	a.Role, _, _ = unstructured.NestedString(u.Object, "spec", "role")
 	a.ClusterDeploymentName, _, _ = unstructured.NestedString(u.Object, "spec", "clusterDeploymentName", "name")

@@ -4,17 +4,18 @@ package meta
 
 import "k8s.io/apimachinery/pkg/labels"
 
-// The three labels of decision D6, on every object the SP creates.
+// The three labels of.
 const (
 	LabelManagedBy   = "managed-by"
 	LabelInstanceID  = "dcm-instance-id"
 	LabelServiceType = "dcm-service-type"
+	LabelProvider    = "dcm.io/provider"
 
 	ManagedByValue   = "dcm"
 	ServiceTypeValue = "cluster"
 )
 
-// Bookkeeping annotations on the HostedCluster (hypershift.md §0).
+// Bookkeeping annotations on the HostedCluster (docs/hypershift-objects.md).
 const (
 	// AnnotationSpec holds the normalized spec JSON echoed by POST and returned verbatim by GET and LIST.
 	AnnotationSpec = "dcm-spec"
@@ -42,9 +43,16 @@ const (
 	LabelInfraEnv = "infraenvs.agent-install.openshift.io"
 )
 
-// Labels returns the D6 labels of one instance.
-func Labels(instanceID string) map[string]string {
-	return map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: instanceID, LabelServiceType: ServiceTypeValue}
+// Labels returns the labels of one instance's objects: the managed-by, instance-id and service-type labels and the provider's name.
+func Labels(provider, instanceID string) map[string]string {
+	return map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: instanceID, LabelServiceType: ServiceTypeValue, LabelProvider: provider}
+}
+
+// Ours reports whether an object with these labels belongs to provider: it carries provider's name, or no provider
+// label at all (objects created before the label existed, which the reconciler then labels).
+func Ours(provider string, l map[string]string) bool {
+	p, ok := l[LabelProvider]
+	return !ok || p == provider
 }
 
 // Selector selects every object the SP manages (managed-by=dcm,dcm-service-type=cluster).

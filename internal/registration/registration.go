@@ -1,5 +1,5 @@
 // Package registration registers the SP with the DCM registry (SPM) and keeps the registration current
-// (dcm-contract.md §1): POST {registrationURL}/providers through SPM's own Go client, snake_case, with the
+// (docs/dcm.md): POST {registrationURL}/providers through SPM's own Go client, snake_case, with the
 // capabilities (platforms, provisioning types, Kubernetes versions) in metadata.
 //
 // It never gives up and never blocks the API: network errors and 5xx are retried with exponential backoff and
@@ -10,11 +10,14 @@ package registration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +26,9 @@ import (
 	"github.com/dcm-project/service-provider-manager/api/v1alpha1/provider"
 	spmclient "github.com/dcm-project/service-provider-manager/pkg/client/provider"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/transport"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/redact"
 )
 
 // Capabilities is what the SP can provision right now.
@@ -47,7 +53,7 @@ type Options struct {
 	MaxBackoff   time.Duration // default 5m (also the 4xx retry interval)
 	Refresh      time.Duration // re-register this often even without changes (default 10m)
 	Check        time.Duration // recompute capabilities at least this often (default 5m)
-	HTTPClient   *http.Client  // default: 10s timeout
+	HTTPClient   *http.Client  // default: NewHTTPClient("", "")
 	Registry     prometheus.Registerer
 	Log          *slog.Logger
 }
@@ -84,7 +90,10 @@ func New(o Options) (*Registrar, error) {
 		o.Check = 5 * time.Minute
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		var err error
+		if o.HTTPClient, err = NewHTTPClient("", ""); err != nil {
+			return nil, err
+		}
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -95,6 +104,51 @@ func New(o Options) (*Registrar, error) {
 	}
 	return &Registrar{o: o, client: c, log: o.Log, trigger: make(chan struct{}, 1), m: newMetrics(o.Registry)}, nil
 }
+
+// NewHTTPClient returns the registry client's HTTP client: a 10 s timeout, the CA bundle of caFile (if any) on top
+// of nothing else, the bearer token of tokenFile (if any; re-read when the file changes, as projected service
+// account tokens rotate), and a redirect policy that never follows the registry to another host — the token is
+// added to every request by the transport, so following a redirect elsewhere would hand it over.
+func NewHTTPClient(tokenFile, caFile string) (*http.Client, error) {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("config: registrationCAFile: cannot read %s", caFile)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("config: registrationCAFile: %s holds no PEM certificate", caFile)
+		}
+		base.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	}
+	var rt http.RoundTripper = base
+	if tokenFile != "" {
+		if _, err := os.Stat(tokenFile); err != nil {
+			return nil, fmt.Errorf("config: registrationTokenFile: cannot read %s", tokenFile)
+		}
+		var err error
+		if rt, err = transport.NewBearerAuthWithRefreshRoundTripper("", tokenFile, base); err != nil {
+			return nil, fmt.Errorf("config: registrationTokenFile: %w", err)
+		}
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: rt, CheckRedirect: sameHostRedirects}, nil
+}
+
+// sameHostRedirects follows at most 5 redirects, and only to the same scheme and host.
+func sameHostRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("stopped after 5 redirects")
+	}
+	first := via[0].URL
+	if req.URL.Host != first.Host || req.URL.Scheme != first.Scheme {
+		return fmt.Errorf("refusing to follow a redirect to another host (%s): the registry's credentials stay with the registry", redact.URL(req.URL.Scheme+"://"+req.URL.Host))
+	}
+	return nil
+}
+
+// Options are the options the registrar runs with (defaults applied).
+func (r *Registrar) Options() Options { return r.o }
 
 // Trigger asks for the capabilities to be compared again soon (ClusterImageSets or platforms changed).
 func (r *Registrar) Trigger() {
@@ -114,7 +168,7 @@ func (r *Registrar) Status() (bool, string) {
 	case r.registered:
 		return true, fmt.Sprintf("registered as %s (id %s) at %s", r.o.Name, r.providerID, r.lastOK.UTC().Format(time.RFC3339))
 	case r.lastErr != "":
-		return false, "not registered: " + r.lastErr
+		return false, "not registered: " + r.lastErr // a kind, never a URL (health answers unauthenticated callers)
 	default:
 		return false, "not registered yet"
 	}
@@ -130,7 +184,7 @@ func (r *Registrar) Start(ctx context.Context) error {
 		r.running = false
 		r.mu.Unlock()
 	}()
-	r.log.Info("registering with DCM", "registry", r.o.RegistryURL, "name", r.o.Name, "endpoint", r.o.Endpoint)
+	r.log.Info("registering with DCM", "registry", redact.URL(r.o.RegistryURL), "name", r.o.Name, "endpoint", r.o.Endpoint)
 	failures := 0
 	check := time.NewTicker(r.o.Check)
 	defer check.Stop()
@@ -242,25 +296,31 @@ func (r *Registrar) register(ctx context.Context, caps Capabilities) error {
 	detail := problemDetail(resp)
 	if code >= 400 && code < 500 {
 		err := &clientError{code: code, detail: detail}
-		r.log.Error("DCM registry refused the registration; fix the configuration (registrationURL, providerName, providerID) — retrying every "+r.o.MaxBackoff.String(),
-			"status", code, "detail", detail, "registry", r.o.RegistryURL)
+		r.log.Error("DCM registry refused the registration; fix the configuration (registrationURL, providerName, providerID, registrationTokenFile) — retrying every "+r.o.MaxBackoff.String(),
+			"status", code, "detail", detail, "registry", redact.URL(r.o.RegistryURL))
 		return r.failed(err, "rejected")
 	}
 	return r.failed(fmt.Errorf("registry answered %d: %s", code, detail), "server-error")
 }
 
 func (r *Registrar) failed(err error, kind string) error {
+	var ce *clientError
+	shown := redact.Cause(err)
+	if errors.As(err, &ce) {
+		shown = fmt.Sprintf("registry answered %d %s", ce.code, http.StatusText(ce.code))
+	} else if kind == "server-error" {
+		shown = "registry answered with a server error"
+	}
 	r.mu.Lock()
-	r.lastErr = err.Error()
+	r.lastErr = shown
 	registered := r.registered
 	r.mu.Unlock()
 	r.m.attempts.WithLabelValues(kind).Inc()
 	if !registered {
 		r.m.state.Set(0)
 	}
-	var ce *clientError
 	if !errors.As(err, &ce) {
-		r.log.Warn("registration with DCM failed; retrying", "error", err, "registry", r.o.RegistryURL)
+		r.log.Warn("registration with DCM failed; retrying", "error", err, "registry", redact.URL(r.o.RegistryURL))
 	}
 	return err
 }

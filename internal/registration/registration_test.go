@@ -2,8 +2,10 @@ package registration
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -13,16 +15,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 )
 
 // caps is a capability source the tests change on the fly.
 type caps struct {
-	mu sync.Mutex
-	c  Capabilities
+	mu    sync.Mutex
+	c     Capabilities
+	reads int // how often the registrar asked (each time it compares and decides)
 }
 
-func (c *caps) get(context.Context) Capabilities { c.mu.Lock(); defer c.mu.Unlock(); return c.c }
-func (c *caps) set(v Capabilities)               { c.mu.Lock(); c.c = v; c.mu.Unlock() }
+func (c *caps) get(context.Context) Capabilities {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	return c.c
+}
+func (c *caps) set(v Capabilities) { c.mu.Lock(); c.c = v; c.mu.Unlock() }
+func (c *caps) count() int         { c.mu.Lock(); defer c.mu.Unlock(); return c.reads }
 
 func start(t *testing.T, url string, src *caps, mod func(*Options)) (*Registrar, *prometheus.Registry) {
 	t.Helper()
@@ -48,13 +59,7 @@ func start(t *testing.T, url string, src *caps, mod func(*Options)) (*Registrar,
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, what, cond)
 }
 
 func registered(r *Registrar) bool {
@@ -97,10 +102,13 @@ func TestRegistersSnakeCaseWithCapabilities(t *testing.T) {
 	if p, _ := spm.Get("acm-cluster-sp"); p.ID != id || p.Status != "updated" {
 		t.Fatalf("re-registration changed the id or status: %+v", p)
 	}
-	// An unchanged capability set does not call the registry again.
-	n := len(spm.Requests())
-	r.Trigger()
-	time.Sleep(100 * time.Millisecond)
+	// An unchanged capability set does not call the registry again. The registrar reads the capabilities once per
+	// decision; after two triggered reads the first one's decision is certainly done.
+	n, reads := len(spm.Requests()), src.count()
+	for i := 1; i <= 2; i++ {
+		r.Trigger()
+		waitFor(t, "the registrar to compare again", func() bool { return src.count() >= reads+i })
+	}
 	if len(spm.Requests()) != n {
 		t.Fatal("re-registered without a change")
 	}
@@ -152,8 +160,10 @@ func TestClientErrorsKeepRetrying(t *testing.T) {
 	r, _ := start(t, spm.URL, &caps{}, func(o *Options) { o.ProviderID = "acm-sp-1" })
 	waitFor(t, "several rejected attempts", func() bool { return testutil.ToFloat64(r.m.attempts.WithLabelValues("rejected")) >= 3 })
 	ok, msg := r.Status()
-	if ok || !strings.Contains(msg, "409") || !strings.Contains(msg, "someone-else") {
-		t.Fatalf("status %v %q: want the registry's conflict detail", ok, msg)
+	// The health message names the answer, never the registry's URL or body (health is unauthenticated); the
+	// registry's detail goes to the log.
+	if ok || !strings.Contains(msg, "409 Conflict") || strings.Contains(msg, "127.0.0.1") {
+		t.Fatalf("status %v %q: want the registry's answer without its address", ok, msg)
 	}
 	// Fixing the registry side lets it through without a restart.
 	spm.Put(devhub.Provider{ID: "acm-sp-1", Name: "acm-cluster-sp", ServiceType: "cluster", SchemaVersion: "v1alpha1", Endpoint: "x"})
@@ -193,4 +203,69 @@ func httpPost(url, body string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// The registry client sends the token file's content as a bearer token (client-go's cached file token source, which
+// re-reads it every minute as projected tokens rotate), verifies the registry with the CA file, and never follows a
+// redirect to another host (the token would go with it).
+func TestClientCredentials(t *testing.T) {
+	ca := testpki.NewCA(t, "registry-ca")
+	serving := ca.Serving(t, "registry")
+	var mu sync.Mutex
+	var seen []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, "elsewhere:"+r.Header.Get("Authorization"))
+		mu.Unlock()
+	}))
+	defer elsewhere.Close()
+	registry := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.Path+":"+r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusTemporaryRedirect)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	registry.TLS = &tls.Config{Certificates: []tls.Certificate{serving.TLS(t)}, MinVersion: tls.VersionTLS12}
+	registry.StartTLS()
+	defer registry.Close()
+
+	dir := t.TempDir()
+	tokenFile := testpki.WriteFile(t, dir, "token", []byte("first-token\n"))
+	caFile := testpki.WriteFile(t, dir, "ca.crt", ca.CertPEM)
+	c, err := NewHTTPClient(tokenFile, caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) error {
+		resp, err := c.Get(registry.URL + path)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := get("/ok"); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("/moved"); err == nil || !strings.Contains(err.Error(), "another host") {
+		t.Fatalf("redirect to another host followed: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[0] != "/ok:Bearer first-token" || seen[1] != "/moved:Bearer first-token" {
+		t.Fatalf("requests %v", seen)
+	}
+	for _, s := range seen {
+		if strings.HasPrefix(s, "elsewhere:") {
+			t.Fatalf("the other host was called: %v", seen)
+		}
+	}
+	// Without the CA the registry's certificate is not trusted.
+	plain, _ := NewHTTPClient(tokenFile, "")
+	if _, err := plain.Get(registry.URL + "/ok"); err == nil {
+		t.Fatal("an untrusted registry certificate was accepted")
+	}
 }

@@ -14,7 +14,7 @@ import (
 // create the result on a real API server (server-side dry-run) to prove the CRDs accept every variant.
 func Examples() map[string]Input {
 	base := Input{
-		ID: "inst-0001", Name: "dev-cluster-01", Namespace: "clusters", InfraID: "dev-cluster-01-x7k2p",
+		ID: "inst-0001", Provider: "acm-cluster-sp", Name: "dev-cluster-01", Namespace: "clusters", InfraID: "dev-cluster-01-x7k2p",
 		SpecJSON:          `{"metadata":{"name":"dev-cluster-01"},"service_type":"cluster","version":"4.17"}`,
 		ReleaseImage:      "quay.io/openshift-release-dev/ocp-release:4.17.12-multi",
 		OpenShiftVersion:  "4.17.12",

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"log/slog"
 	"math/big"
+	"slices"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -43,6 +44,8 @@ type Simulator struct {
 	Timeline Timeline
 	Now      func() time.Time // defaults to time.Now
 	Log      *slog.Logger
+	// OlderOperatorNamespaces: see Options.
+	OlderOperatorNamespaces []string
 }
 
 // SetupWithManager registers the simulator with a controller-runtime manager: it reconciles HostedClusters and is
@@ -64,8 +67,35 @@ func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
 			np := o.(*hyperv1.NodePool)
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: np.Namespace, Name: np.Spec.ClusterName}}}
 		})).
+		// The Agent provider watches Agents: one reserved for a cluster later is bound when it appears.
+		Watches(agentWatch(), handler.EnqueueRequestsFromMapFunc(s.clustersOfAgent)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(s)
+}
+
+func agentWatch() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("agent-install.openshift.io/v1beta1")
+	u.SetKind("Agent")
+	return u
+}
+
+// clustersOfAgent maps an Agent reserved for an instance (its dcm-instance-id label) to that instance's
+// HostedClusters.
+func (s *Simulator) clustersOfAgent(ctx context.Context, o client.Object) []reconcile.Request {
+	id := o.GetLabels()[meta.LabelInstanceID]
+	if id == "" {
+		return nil
+	}
+	var list hyperv1.HostedClusterList
+	if err := s.Client.List(ctx, &list, client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, hc := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: hc.Namespace, Name: hc.Name}})
+	}
+	return out
 }
 
 // Reconcile observes one HostedCluster, asks Step what to do and does it.
@@ -161,6 +191,17 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 				before := np.DeepCopy()
 				controllerutil.AddFinalizer(np, meta.FinalizerHyperShift)
 				if err := s.Client.Patch(ctx, np, client.MergeFrom(before)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, name := range p.NPRelease {
+		for _, np := range nps {
+			if np.Name == name {
+				before := np.DeepCopy()
+				controllerutil.RemoveFinalizer(np, meta.FinalizerHyperShift)
+				if err := s.Client.Patch(ctx, np, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 					return err
 				}
 			}
@@ -292,32 +333,17 @@ func (s *Simulator) applyDelete(ctx context.Context, hc *hyperv1.HostedCluster, 
 	return nil
 }
 
-// removeClusterNamespace deletes ACM's namespace of a cluster and, as the namespace controller a bare API server
-// lacks would, finalizes it once it holds nothing of ours, so the name can be used again.
+// removeClusterNamespace deletes ACM's namespace of a cluster, as ACM does once the ManagedCluster is gone; the
+// hub's namespace controller (kube-controller-manager, on the local hub too) empties and removes it.
 func (s *Simulator) removeClusterNamespace(ctx context.Context, name string) error {
 	var ns corev1.Namespace
 	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if ns.Labels["cluster.open-cluster-management.io/managedCluster"] != name {
-		return nil // not a namespace the simulated ACM created
+	if ns.Labels["cluster.open-cluster-management.io/managedCluster"] != name || ns.DeletionTimestamp != nil {
+		return nil // not a namespace the simulated ACM created, or already going
 	}
-	if ns.DeletionTimestamp == nil {
-		if err := s.Client.Delete(ctx, &ns); client.IgnoreNotFound(err) != nil {
-			return err
-		}
-	}
-	kacs := &unstructured.UnstructuredList{}
-	kacs.SetAPIVersion("agent.open-cluster-management.io/v1")
-	kacs.SetKind("KlusterletAddonConfigList")
-	if err := s.Client.List(ctx, kacs, client.InNamespace(name)); err == nil && len(kacs.Items) > 0 {
-		return nil // the SP deletes its KlusterletAddonConfig first; the next round finalizes
-	}
-	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	ns.Spec.Finalizers = nil
-	return client.IgnoreNotFound(s.Client.SubResource("finalize").Update(ctx, &ns))
+	return client.IgnoreNotFound(s.Client.Delete(ctx, &ns))
 }
 
 // setAgentBinding binds an Agent to the cluster (spec.clusterDeploymentName and Bound=True), as the CAPI Agent
@@ -376,8 +402,10 @@ func (s *Simulator) ensureOperatorSecrets(ctx context.Context, hc *hyperv1.Hoste
 	}
 	owner := metav1.OwnerReference{APIVersion: hyperv1.GroupVersion.String(), Kind: "HostedCluster", Name: hc.Name, UID: hc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
 	labels := map[string]string{}
-	for k, v := range hc.Labels {
-		labels[k] = v
+	if !slices.Contains(s.OlderOperatorNamespaces, hc.Namespace) {
+		for k, v := range hc.Labels {
+			labels[k] = v
+		}
 	}
 	for _, sec := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: kcName, Namespace: hc.Namespace, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},

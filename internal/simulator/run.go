@@ -24,7 +24,10 @@ import (
 type Options struct {
 	Timeline   Timeline
 	Namespaces []string // HostedCluster namespaces to play the operator in; empty: all
-	Log        *slog.Logger
+	// OlderOperatorNamespaces play an operator version that creates the admin-kubeconfig Secret without copying the
+	// HostedCluster's labels onto it (recent versions copy them).
+	OlderOperatorNamespaces []string
+	Log                     *slog.Logger
 }
 
 // Start runs the simulator against the hub at cfg until ctx ends or stop is called. It returns once the
@@ -60,7 +63,7 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (stop func(), err e
 	if err != nil {
 		return nil, fmt.Errorf("simulator manager: %w", err)
 	}
-	if err := (&Simulator{Timeline: tl, Log: log}).SetupWithManager(mgr); err != nil {
+	if err := (&Simulator{Timeline: tl, Log: log, OlderOperatorNamespaces: o.OlderOperatorNamespaces}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)

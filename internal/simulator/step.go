@@ -1,7 +1,7 @@
 // Package simulator plays the HyperShift operator (and the bits of ACM and assisted-service the SP relies on)
 // against a bare local hub, so the SP can be exercised end to end without a management cluster.
 //
-// It watches HostedClusters and NodePools and walks them through the real condition sequence of hypershift.md §14
+// It watches HostedClusters and NodePools and walks them through the real condition sequence of docs/hypershift-objects.md
 // on a compressed clock: the operator's finalizer and the t≈0 conditions, the hosted control plane starting
 // (Degraded=True UnavailableReplicas), Available with the endpoint and the <name>-admin-kubeconfig Secret, workers
 // coming up one by one, and the version rollout completing. Agent NodePools bind matching Agents first and report
@@ -103,6 +103,7 @@ type Plan struct {
 	HCStatus      *hyperv1.HostedClusterStatus      // nil: unchanged
 	NPStatus      map[string]hyperv1.NodePoolStatus // by NodePool name; absent: unchanged
 	NPFinalize    []string                          // NodePools that need the finalizer
+	NPRelease     []string                          // NodePools deleted on their own: drained, the finalizer goes
 	Kubeconfig    bool                              // ensure <name>-admin-kubeconfig and <name>-kubeadmin-password
 	BindAgents    []string                          // Agent names to bind to this cluster
 	JoinACM       bool                              // mark the ManagedCluster joined with its claims
@@ -147,6 +148,10 @@ func Step(o Observed, tl Timeline) Plan {
 	for _, np := range o.NodePools {
 		if np.DeletionTimestamp == nil && !slices.Contains(np.Finalizers, meta.FinalizerHyperShift) {
 			p.NPFinalize = append(p.NPFinalize, np.Name)
+		}
+		// A NodePool deleted while its cluster lives: the operator drains and removes its machines, then lets it go.
+		if np.DeletionTimestamp != nil && slices.Contains(np.Finalizers, meta.FinalizerHyperShift) {
+			p.NPRelease = append(p.NPRelease, np.Name)
 		}
 	}
 	r := tl.ReadyAfter
@@ -411,7 +416,7 @@ func boolStatus(b bool) string {
 	return "False"
 }
 
-// deletion replays hypershift.md §14.3 on the compressed clock.
+// deletion replays docs/hypershift-objects.md on the compressed clock.
 func deletion(o Observed, tl Timeline, p *Plan) *DeletePlan {
 	hc := o.HC
 	d := &DeletePlan{}

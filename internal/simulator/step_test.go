@@ -73,7 +73,7 @@ func (w *world) at(t time.Time) Plan {
 func frac(f float64) time.Time { return t0.Add(time.Duration(f * float64(tl.ReadyAfter))) }
 
 // The simulator's purpose is to produce the conditions real HyperShift produces, so its timeline is asserted
-// through the product's status function: each failure mode lands where status-mapping.md says it must.
+// through the product's status function: each failure mode lands where docs/status-mapping.md says it must.
 func TestTimelineThroughStatusMapping(t *testing.T) {
 	settings := status.DefaultSettings()
 	cases := []struct {
@@ -173,6 +173,18 @@ func TestStepDetails(t *testing.T) {
 	}
 	if p := w.at(frac(1.0)); !p.JoinACM {
 		t.Fatal("ManagedCluster not joined at the end of the timeline")
+	}
+
+	// A NodePool deleted by hand while the cluster lives is drained and let go; the others are untouched.
+	np := w.nps[0].DeepCopy()
+	np.DeletionTimestamp = &metav1.Time{Time: frac(1.0)}
+	np.Finalizers = []string{meta.FinalizerHyperShift}
+	p = Step(Observed{HC: w.hc, NodePools: []*hyperv1.NodePool{np}, Now: frac(1.0)}, tl)
+	if !slices.Equal(p.NPRelease, []string{np.Name}) || len(p.NPFinalize) != 0 {
+		t.Fatalf("deleted NodePool: release %v finalize %v", p.NPRelease, p.NPFinalize)
+	}
+	if p := Step(Observed{HC: w.hc, NodePools: w.nps, Now: frac(1.0)}, tl); len(p.NPRelease) != 0 {
+		t.Fatalf("live NodePool released: %v", p.NPRelease)
 	}
 }
 

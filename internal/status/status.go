@@ -1,6 +1,6 @@
 // Package status decides a cluster's DCM status from its HyperShift objects.
 //
-// Map is the one status function of the product (status-mapping.md, decision D7): the HTTP API (GET, LIST) and
+// Map is the one status function of the product (docs/status-mapping.md: the HTTP API (GET, LIST) and
 // the CloudEvents publisher both call it, so a GET and an event never disagree. It is pure: the objects and the
 // clock go in, a status, a message and the time at which the answer may change by itself come out.
 package status
@@ -33,7 +33,7 @@ const (
 // All lists the statuses in precedence order (DELETED first, PENDING last).
 var All = []Status{Deleted, Deleting, Failed, Ready, Provisioning, Unavailable, Pending}
 
-// Settings are the timing rules of status-mapping.md §5.
+// Settings are the timing rules of docs/status-mapping.md
 type Settings struct {
 	DegradedGracePeriod          time.Duration // Degraded=True for longer than this is FAILED (default 15m)
 	ProvisioningTimeoutKubeVirt  time.Duration // not READY once after this is FAILED (default 45m)
@@ -41,7 +41,7 @@ type Settings struct {
 	DeletionWarnAfter            time.Duration // DELETING longer than this says so in the message (default 15m)
 }
 
-// DefaultSettings are the product defaults (design.md Part C).
+// DefaultSettings are the product defaults (docs/architecture.md).
 func DefaultSettings() Settings {
 	return Settings{
 		DegradedGracePeriod:          15 * time.Minute,
@@ -72,7 +72,7 @@ func Map(hc *hyperv1.HostedCluster, nodePools []*hyperv1.NodePool, now time.Time
 	return e.result()
 }
 
-// evaluation holds the predicates of status-mapping.md §3 for one cluster.
+// evaluation holds the predicates of docs/status-mapping.md for one cluster.
 type evaluation struct {
 	hc        *hyperv1.HostedCluster
 	nodePools []*hyperv1.NodePool
@@ -326,7 +326,7 @@ func (e *evaluation) progressMessage() string {
 }
 
 // nodePoolWaitReason explains the first not-ready NodePool. AllMachinesReady and AllNodesHealthy say why a pool is
-// not ready (e.g. NoSuitableAgents); Ready's own message only restates the replica count (status-mapping.md §6).
+// not ready (e.g. NoSuitableAgents); Ready's own message only restates the replica count (docs/status-mapping.md).
 func (e *evaluation) nodePoolWaitReason() string {
 	for _, np := range e.nodePools {
 		if np.DeletionTimestamp != nil {
@@ -381,7 +381,7 @@ func (e *evaluation) recheckAt(t time.Time) {
 	}
 }
 
-// notFuture treats a timestamp from a clock running ahead of ours as "now" (status-mapping.md §5).
+// notFuture treats a timestamp from a clock running ahead of ours as "now" (docs/status-mapping.md).
 func (e *evaluation) notFuture(t time.Time) time.Time {
 	if t.After(e.now) {
 		return e.now

@@ -14,7 +14,7 @@ import (
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
-// hcBuilder assembles the HostedCluster fixtures of status-mapping.md §8.
+// hcBuilder assembles the HostedCluster fixtures of docs/status-mapping.md
 type hcBuilder struct{ hc *hyperv1.HostedCluster }
 
 func newHC(age time.Duration) *hcBuilder {

@@ -1,4 +1,4 @@
-// Package versions turns a requested cluster version into a release image (decision D8, hypershift.md §13).
+// Package versions turns a requested cluster version into a release image.
 //
 // It holds the OpenShift ↔ Kubernetes compatibility matrix, parses ClusterImageSets into releases, and picks the
 // highest GA patch of the requested minor. Everything here is pure: the hub's ClusterImageSets and the operator's

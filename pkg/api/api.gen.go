@@ -17,6 +17,32 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
+const (
+	BearerTokenScopes       = "bearerToken.Scopes"
+	ClientCertificateScopes = "clientCertificate.Scopes"
+)
+
+// Defines values for ClusterKubeconfigOmitted.
+const (
+	ClusterKubeconfigOmittedAuthorizationUnavailable ClusterKubeconfigOmitted = "authorization_unavailable"
+	ClusterKubeconfigOmittedForbidden                ClusterKubeconfigOmitted = "forbidden"
+	ClusterKubeconfigOmittedList                     ClusterKubeconfigOmitted = "list"
+)
+
+// Valid indicates whether the value is a known member of the ClusterKubeconfigOmitted enum.
+func (e ClusterKubeconfigOmitted) Valid() bool {
+	switch e {
+	case ClusterKubeconfigOmittedAuthorizationUnavailable:
+		return true
+	case ClusterKubeconfigOmittedForbidden:
+		return true
+	case ClusterKubeconfigOmittedList:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ClusterPlatform.
 const (
 	Baremetal ClusterPlatform = "baremetal"
@@ -179,10 +205,13 @@ type Cluster struct {
 	CreateTime time.Time `json:"create_time"`
 	Id         string    `json:"id"`
 
-	// Kubeconfig Base64 (standard encoding) admin kubeconfig; only when READY, else empty.
-	Kubeconfig string     `json:"kubeconfig"`
-	Namespace  string     `json:"namespace"`
-	Nodes      NodeCounts `json:"nodes"`
+	// Kubeconfig Base64 (standard encoding) admin kubeconfig. Empty unless the cluster is READY. Absent when it is withheld from this caller, and then `kubeconfig_omitted` says why. Responses that carry one have the header `Cache-Control` set to `no-store`.
+	Kubeconfig *string `json:"kubeconfig,omitempty"`
+
+	// KubeconfigOmitted Present when the cluster has an admin kubeconfig that this response does not carry. `forbidden` — the caller may not `get` `clusters/kubeconfig` for this id; `list` — LIST never carries kubeconfigs (GET the cluster); `authorization_unavailable` — the permission could not be checked just now.
+	KubeconfigOmitted *ClusterKubeconfigOmitted `json:"kubeconfig_omitted,omitempty"`
+	Namespace         string                    `json:"namespace"`
+	Nodes             NodeCounts                `json:"nodes"`
 
 	// OpenshiftVersion The resolved OpenShift release.
 	OpenshiftVersion string                  `json:"openshift_version"`
@@ -199,6 +228,9 @@ type Cluster struct {
 	// Version The requested version.
 	Version string `json:"version"`
 }
+
+// ClusterKubeconfigOmitted Present when the cluster has an admin kubeconfig that this response does not carry. `forbidden` — the caller may not `get` `clusters/kubeconfig` for this id; `list` — LIST never carries kubeconfigs (GET the cluster); `authorization_unavailable` — the permission could not be checked just now.
+type ClusterKubeconfigOmitted string
 
 // ClusterPlatform defines model for Cluster.Platform.
 type ClusterPlatform string
@@ -368,14 +400,23 @@ type BadRequest = Problem
 // Conflict RFC 7807 problem details.
 type Conflict = Problem
 
+// Forbidden RFC 7807 problem details.
+type Forbidden = Problem
+
 // Internal RFC 7807 problem details.
 type Internal = Problem
 
 // NotFound RFC 7807 problem details.
 type NotFound = Problem
 
+// Timeout RFC 7807 problem details.
+type Timeout = Problem
+
 // TooLarge RFC 7807 problem details.
 type TooLarge = Problem
+
+// Unauthenticated RFC 7807 problem details.
+type Unauthenticated = Problem
 
 // Unavailable RFC 7807 problem details.
 type Unavailable = Problem
@@ -1126,73 +1167,87 @@ func (a WorkerNodes) MarshalJSON() ([]byte, error) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/9xbe28bOZL/KoW+BUa+aUvyI5kbG4eFX5MYazu+2MniMPZZVLMkcd1Ndki2HI1h4D7N",
-	"fbD7JIci2Q9JbUsO5hJg/7JF8VGs56+KpccoUVmuJEpror3HKGeaZWhRu09HaWEs6lN+yeyEBoSM9qKc",
-	"PsSRZBlGe1FSzoniSOOXQmjk0Z7VBcaRSSaYMVqYsa9nKMe0y9udmLawqGmz//qdbf7R3/z1thP+2bx9",
-	"7Mdvt57K8Y2//iWKIzvL6TBjtZDj6Okprmn7jwL1jM7gaBItcisUbXw9QTg+OgchjWUyQRAcrALGVW6B",
-	"GbAThEA7CL4PDD59Oj0GYWCMEjWzyOFhghLY0KC0oDRglttZN4o9G764cys+CGLAOhfurL5x+52fiMEm",
-	"V9Kgk84h4x/xS4HG0qdESYvS/cvyPBUJI0b0cq2GKWY//8MQVx4bFP5F4yjai/6lV2tAz39repd+lT90",
-	"nq+ncspSwUHIvLD7MOBomUgHQGzwXB0JTDkwyd0nXaTYjUhgSo5SkXxXYkkJBCfZEXkkXMvuUcJwBgy4",
-	"GI1Qk2yDHsQ0cU4vDAxRyDFwTNEid/d4jyz11vDMLV5HfdiuhXj/DaiRo8mgnooEIddqKjhqR8upJK1i",
-	"6ffk6SeJX3NMyD5Qa6X3wauAAaYRlExnIGST5J8MpGpsHMEXyv6mCsm/J8EXCkyRTCqpKg1aFdZr5bVS",
-	"Z0yP8XtrpfaWC0PFZ4BfE0RuYAvOxaEj65NkUyZSNky/O2WlogkDUlnQyPgMOglLJuhHzEwmyGOYFEMo",
-	"pEaWTIjOjUB4rlWCxnxv0v+Oabo5UjpDDsPCOkqdrRihJBEDE9QInTxllqbFMEVN38VwMKZDYjiVI81O",
-	"5LS8iSnyXGmL/By5YNfOHf9ALQkCWXQ1XRcOw4Z03sHR+XsR4jnjXNBMll5qlaO2gmKHj855Y+QxYsSE",
-	"u5QNMX1h5eNiVFqk+pBpPEfL0n3wewGTnsGQFcZCwrR2MTTso4b/wMTSPkNm8I6rjAnZeo4g6dyhnC7H",
-	"+sahpQxhpHQ4lwuTqCnOHVtvW+rD8q73xRCnQrvQP2QaM38CxxErUgsjrTLn5q4ufzKQKDkS40I7ubQf",
-	"VCqjkOM7G5Rp/sQP5DwHk1mO2kzEyA66rdBniXUBCzkANy/UXNyh5LkSXmHnj7tC6yHOx5OD4/+ka366",
-	"OPh8cHp2cHh20nqHREmjUrwrdPqnbKeRWbyzInPMIDEwG+1FnFncdKMtiwRvVQ+SlhdCm34YfLsLHUKC",
-	"nGkOKBPFhRxvAOOZkFAv3vcRrL5HDJgarLHf0sEO+OQswVaypOJeFC95gQvF8UgVZLNPcaRylE78d8FD",
-	"tYNbjUalU+TwIUd5RfNBY4rMYLv6BQiPX1mWpw3kbnoEkTf7/f7WKvtAWWTR3u+VZURktcEwott1db7c",
-	"pdbz1rUmx2QV466s0siD+l/RAlpomS1M86TLk4vj04t3URxdfvzw+fTq9MOF/+gkHMXRbwenZyfHURw1",
-	"NDaKo+OTs5NrmtlKnzvmLqNYN24XfpHz1+v3CqG7gIC8jF7tHqJOxH73iUnI2RxPKw4t3aEh7TbZ1bS1",
-	"KWk8723mncWcfZZW0bSdeWcwz7rbRZcXR183GeabZAKF9pYXMixDV640+zH8dyf4E22Tp4UmtFzNIB4I",
-	"OS5SpuvRmqUsyTbD4KbJuzzJukL1ymmNNPTIEd9Ix14KvMti9Xd3Yb7rslaDkhsYPN44kd1Ee9BQ8qcB",
-	"paujlNnmKHQehJ24iMTRiLGkqMQyTI+YQbjHmbmRLDUKWJJgbpFvEKLQmKixFIZQ08wtdvlugpR3MLAq",
-	"30xxiikMiJABeAl04TMlgS7Y0S5cSQzrb2QAkDE8TEQyaSSGajRCSW7Xp4jdGxktopB1jH7O3J/adGOs",
-	"NsOgA0gf2cN50PBaYmfCC2r+fIlf7V3Oxnhn1T22GOHBfDUAlE91UmYs0LpW36vRFKkHZMJiZta8YVRf",
-	"jmnNZkumXe57+zwmIFjEmWWvA4PfAAOXCPB1kUX+HV9ceWC4D5XxQ+oqJfAzbMHPPlMPIw4yEuj1GRK8",
-	"3SH+rlNM2gz//euqOlKTn47kF5h5FbRzfeM+PjonMwyZZ7AMp5xgnM1Ot1iaT9jWRhc+yXupHqQzVZdL",
-	"32NuXR0Fk4lC3l2ylqwh3DX0qdKF1+ASU8VxjvpuUiYWK5IaN9tnIRQq/b2fQb3nJOQhwiCwaVBh7PkS",
-	"HN2/jOilC759TQD9WzFELdGigc5gq7vTH8Tg/nZ3Bxtk0jWS6gx2u1u/0Pf0t7sz2GgG3BpD0eqValWJ",
-	"qaatVcmUtFqllymTeFGKZ31Ve09wKuDAQoYCp98SctoTmIFccVP6rEkx7EJCsBMMpphYvyYUHkQq7Axy",
-	"lYpkBp0tuBJynOJHdMlnDDvErzfwXown6eygrFVs7EOSF05nM8yUngEF/cyDVYrUJYAxFF4IEmyyXJB6",
-	"oN4HY5VmY1d5EGNJyG5Z5R29DWy3Fe/Eb2puCmlx7D1nkhfORoQUGU3dbpvkqVwJM8Uf6CGfI3C96W0+",
-	"8TeKe5+FSpkNGjp/OxcX51E6uYmus9bug9L3qE3X86BF85/Hogsa6c+pF7SpY13nXJDABJP79WOZ3+aI",
-	"Fi3HszawPnELZoQBZfl/m5kXeYmrF9PQRBF4MoJQDGl0qEiBsUxbr1QVFBfSvt2N2lSj4UZeZmaFpmsk",
-	"HGiLS2a9GsH6i89BVj9UItYULdEW3llqCDspy8mlAD3nlysDY7wznlPLLHyvHkClvn7PpHnwpfCOvwx5",
-	"l7LCO2TJ/VirQvKNNbkqpJ/kXFpLjqML9D7fuS86ELgKhUeOieBepGqKmqUpeN43QNdQqRSZfNkaanDy",
-	"TFb3en1sQxKNROslQ6uy/2UpueLrXOoopN3ZbuWsVdZzdOXcJRRJh5QbvEihaXEHPsTcuRCzdqGDdg3u",
-	"7BVrFgifP7re8LkrvLIi+qqbLQfv9W/4dzctrGoLG2WVeMlcPv52BL/8W/8XCNXn8ilmOW76L1pV3r3i",
-	"tHiB35SG3X7fxIAsmSxlb1G8XgBYiHktMaB8ol1hkOvYgLApvpCeNAPr6cXng7PT47uDj+8+nZ9cXK+E",
-	"caEG4s+4bRdTA/e+rvqeZKv4WJX1W1XEYY5laH0Yw7tDgmrXh9AZCsn0DAoprInhXBz23onD3rU43HAv",
-	"nwwaAPlLwaQlBOiezpiBrbfvxDz23dl+d9iGQpaLcq/CsQdzRY3wUl8+Shm3NwgLzJZVk07CpJIiYSkY",
-	"ye7xLikLHrFbi6MRJlZMEcrqFoxEmtI2MoaimXVRxhVDXqQpBUeNFjRmaop8owuXH66uY3h3cu3g7dnp",
-	"1TVotIWWRE0hkwmT43+mJO2VqdaqZ4qVdZmmF3x1AY2WXSqVdp0OfxbaghF/hLqTd8Pw+dzsQ/VUBJa0",
-	"J2iXm8oMhGTBNF6PfGoUEr9ncpEqx9haJxHZ+uGJyFMAYmWUY74rI3SyzBc9IWNCWiakr5a6l59oYm1u",
-	"9nq9sbCURSYq6/Ek2zR5b37x8vvgZVlVNo1su6zGOrYfH52DnWhVjCfQyGk775WxlVuBnyuRb1A+yyQc",
-	"HJ1TShuH9PZGVppA9lrLvePkulE5A+Mqrj8ZuAo+prQMOGeSjVFDwtLUBG9Tnk97+q6QMHIjaShXNNXD",
-	"xH0oDF3KdcIolRpw5VeCW/WNXc12jLa5bypM+dl0b+SNPJminvluCwLiTEIV+AfPvUEPgKukyFBaX2dN",
-	"RYLSYEPOBzlLJri53e03QmdEbCyJWeLIweVpI8/Zi8rqVflsxXJBgaHb7+6ERwdnKD2Wi145t1fV3vce",
-	"ozG2vEtesrGzXK8DBPPLJTGlJWgsjIQ2FjqNNwPn6yUIctXkEXI2RnBFXGKZytmXgpIZfiPJ06PdHDKD",
-	"fK+WhN/LNQuFdh8Yon1AlG4vAxKFnaAGXniOI0ilwdyLHBR9YTyjyUM4cZzyaC86a8jSsaTur/t9KVqz",
-	"r+QhIJR1IUftjq7fnN/0Y5iytCBvNVRThK1+35UKbSCeAnW//1yPWsa++uI2Oby5drVwQLT3ph8vA62X",
-	"XNdT3PZOtVBHL5uYco1ToQpTlcrbqGyU35skLgaY24V2uO1+/09rymq+EbS0ZnyQQb/UqNIf1zOy62lo",
-	"27qitdfo23uKozfrLKn6vNyCndULmv1Drj2kyDJG8cUpJDSevywbz72ZRbcEJZRpscsD93DkQyZ5aQel",
-	"nn2jImOLnUcnCpkVoaS48EpVuak4vGndyCb+c7Pnn7GgMwhY5XqW4yCGQd7EMjTg62VJIyerRz0aGMTw",
-	"v//9PxvdGxl6BKveQNfXMfir4P8+gI6PDI0eUlcnrjpEu/AR85TNKCtyQMJ1GfL6jm7AsUd6sOi5h1+F",
-	"sbSofBlwC7b7/f25vkT3RFBI8rx2wiwIXrUouo0HJbbskukM/FQKRM4fuekULmC3/6vfIEU2xWdIKKRV",
-	"RTJB3ubGjprBb9mPtSljPaW30Ku77DIOwpOkC3+h9gsdwTHLlUWZuOan4YxYSzOILxuV+5gg446o4D9O",
-	"62Wbf8PZaifibPFQ+UrLn+k/5l+Fn+YTSoKyT///Puy51rJS7Cz1HX5OH7BSXWGazG7IglIiUnnfJLfd",
-	"3/oeBHtG8v1Q74PQ0PGtPne3/+vqJVW/Mi3YWsPnVq2kbsGbdZx0S4chLd7eXmdxs9HyBwQSLxNg0Oia",
-	"WI4lT/Ez6K83qd4XWkHgFTm4UHxmhiDy+4CqvU/WOBbG6lmA3IPHsvPkKezsmufmvdi7Cmeb8LrRbn8v",
-	"s+R9XWKvuXG10J4dcgDoONjD7MRFTEdrDEu0bjSYV5b+X2DdY/WjiyfPOIKrLW/tbty7e5/L8GaaQcPz",
-	"SZUj1rNM6VD68MvLZMtsUMjzgYxZUDLB/RvZ7JnXSBptoOydorgiUhDWhN4R/7Y9VrKE7MzPPTkurRun",
-	"5GaEgbwYpsL4kOQuQ/GqUrgQE03lwuZ69aGMt9v9XWBjJmRbXDtupnCr8HlblPrzotCcGu4+I02hZPmM",
-	"BR1Ve28hSfPGGo3Z+HavuLt6SdXA/wM8jhfWKo8TP+NPUE+R11279Y8TfGt7FwZ1i9qA1MqgbTSDLvwu",
-	"xHUO7lP6Xfe8DXx+OWg0vg38YmGrNYt9sS1KWbup6Ifjg39aZXqHdrUmfSPMdT+Xe7pdcuArQt5B+sBm",
-	"xqcBA+8LB2BoKLw7ku5Uj5AxDPyDrJsDD5NZa8D7ToHuuQD2jVG+9SoflbLfNW5XfZQUwNtjdCiclxri",
-	"y6O9iFx6mPy48EtJ4/KfMFY+198+/V8AAAD//zJm6maKOQAA",
+	"H4sIAAAAAAAC/+xc624bOZZ+lYPaAVraLslybr1tYzGQL0mMiROv7aSxiL0uqupIYptFVpMsOerAwDzE",
+	"PsM+2DzJ4pCsi6yyZTd60jOL/RWLxevhuXznwnyNUpUXSqK0Jtr5GhVMsxwtavdrX5TGoj7KTpidUwOX",
+	"0U5U0I84kizHaCdKqz5RHGn8peQas2jH6hLjyKRzzBkNzNmXdyhnNMur5zFNYVHTZP/1mQ1+HQ1+vOyF",
+	"PwaXX0fxq+3bqr3/5z9FcWSXBS1mrOZyFt3exs3e/qNEvaQ1MjSp5oXliiY+nyMc7B8Dl8YymSLwDKwC",
+	"lqnCAjNg5whh78CzXWDw8ePRAXADM5SomcUMbuYogU0MSgtKA+aFXQ6j2JPhF7duTQdOBHjMgXubT9x9",
+	"5lsisCmUNOhuZ49lp/hLicbSr1RJi9L9yYpC8JQRIbYKrSYC8+9/NkSVr60d/knjNNqJ/mWr4YAt/9Vs",
+	"nfhRftFVuh7JBRM8Ay6L0u5CkqFlXCRAZPBUnXIUGTCZuV+6FDiM6MKUnAqeftPNEhPwjO6OtkeXa9k1",
+	"SpgsgUHGp1PUdLeBD2LquMIXBibI5QwyFGgxc+d4rfSEZxnKb32QlAnhN8VKO0dpaTXMYFJat+t5OfnO",
+	"wOneeB8yhQakssCEUDfuqyqIqbmSnXdWGjo+/bVAPakvzzI9Q+uO/RaZ8ErgnjM/7axhuo6j+i+gpm4H",
+	"BvWCpwiFVgueoXZ7OZIkTEx8yxv4KPFLgSkRHLVWehc8FQ0wjaCkWAKX7S1/Z0ComXEbfq/sa1XK7Ftu",
+	"+L0CU6bzmpmVBq1K64XxnOeoym8ui/NyAhnPPGtKc4MabridB8Jpr80gQ5YJLhF6qZJTPis941bfw95j",
+	"yHDKSmHh2QhM3x9LqXfEst/6XNXOJypbAn5JETMD23DM99y2PsoVif3GXJBqzGhtJozTcK3fld5oKYw0",
+	"xcIOgU7lTiNxgRownSuvKnIygHNkWcAIP/3002DcOt26JR6LG7Y0kOwh06iT4YqdXDNynlwLxgWbiG9+",
+	"kZW64Z4aGlm2hF7K0nmgj1nKFLPYEa2UGlk6p33GbZ1MvKq0a1Ga/+obUlUKz/gThHSO6TVm/V3QaPUS",
+	"2JQklC4jOaWGwZgaEjCYKpkZD0RmfIEy8FOhVYrGfGsS/YRCDKZK58Hs0HGcZjZcSdoMzFEj9ArBLHWL",
+	"yZzQtxjGM1okhiM51exQLvrhJKYsCqUtZseYcXbu2OEPFN5w8XcN29BhzjAhrTfeP37LA2hmWcapJxMn",
+	"msys5QTQPAQuWi1fI0ZEuBJsguKBkWtScXfXe0zjMVomdsHPBUx6AkNeGgsp09oB1TCPmvyMqaV5Jszg",
+	"VaZyxmXnOpxu5wrlYl2MW4tWdwhTpcO6GTepWuDKss20FT+sz3pdTnDBtcPXE6Yx9ytUqn2qVe7k4uzk",
+	"OwMr5qB7oYoZuZxd2cBMqyt+IFOdzJcFajPnU5sMO/2LNdIFh8N5SauXWvArlFmhuGfY1eXO0HrxPT0c",
+	"H/wnHfPj+/Gn8dG78d67w84zpEoaJfCq1OJ3mU4js3hlee6IQdfAbLQTZcziwLV2DOJZJ3vQbflL6OIP",
+	"g69eQI/crYzpDFCmKuNy1geW5VxCM3gIh+RKQSkFGnMXcruTDWHs/S53WG7pA0GFOfkWgSu4CZg4rgCr",
+	"hKRZ5Url3FrMEjBkf27myyGcVg4U2DkLggJKIszZAr01dKYNkn3S+YN9Ja1WgjSxJfcxkWpgrNKYdNJ6",
+	"ffF1Op1obA7WPvqcOTm+Syy/U3fayv1rzLWXdEimlVOSwN/++t9+Wu8u5GzpeiYztAkkYTGz1SyQODF2",
+	"C5AjnAhurJ/m3dHZeQAAtBBH09qXgd6bw/P2Cfq7kKwYvauyseTNxgrUOTfmPqMIP5MKk+qGKIyyzKOd",
+	"z1F9viiOaH9RHN27UnTZcTPO1SlYip18LVXmZfkhM/JeZbivSlL6t3GkCpROf1wFE9cdgtBolFhgBh8K",
+	"lGfUHzQKZAa79VcItOAXlheiFV8xW1waOxiNRtubFGxFs0q1RqT2g2btpE2n0qxmaRRl51hTYLqJcGck",
+	"MFnQn2c0gAZaZkvTXunk8P3B0fs3URydnH74dHR29OG9/+kUQhRHr8dH7w4Pojhqqbwojg4O3x2eU8/O",
+	"/bllrnICS7Puyy+L7OkKcsOlO0SBWQV/uk1MEy777MNHIbLmaFpTaO0Mrdvuurtmb11MGq+aq1VrUwlC",
+	"W1xWDcgqtS7vmsk4+jJgWAyI60vthS2Evgydsmbmr+GvK57d0jSFKDX583UPOjaXs1Iw3bQ2VGRpPgiN",
+	"A1MMszQfcrVVdWvFB/fd5ltxsofAWkfMxQ130HDowokGCY8nXy/cLV1EO9Di69tkFxhMBbPtVuiR4XKq",
+	"L0PDZ5KQDMtR7DODcI1LcyGZMCr4Xpj1wen6VM0kN4S0l26wC0SmCGoKDKwqBgIXKCChjSTgb2AIn5jg",
+	"mXc5uIGMbJsffyGDcxPDzZyn81b0R02nKMlU+9jd8EJGd5HrY+R8RcJvu3hjpgah0YHqU3ZzHJi6ubF3",
+	"3F/U6voSv9irgs3wyqpr7JC78WqYFpQ3roIZCzSuU91qNKXwIJ5bzM0jTxg1h2Nas+WaNFfzXt6PIwlK",
+	"Z8yypzkQv8F1WNuAD1jfpd/B+zPvTOxCLfwgXAgbvodt+N6HUENL7m20DcEOePWc6PuYKP8g/PWvmwL8",
+	"bXq6LT9AzLPAnY8X7oP9YxLDAL2CZDjmBONkdrHNRDFn2/0hfJTXUt1IJ6ou2neNhXWQ04VFsuGatOSt",
+	"y30EP9W88BQoYmrTnaG+mlfO6AZH2PX2nitZR3/uezylY7rkCdagMan9stXcSBuoVSr48ik28y/lBLVE",
+	"iwZ6yfbw+SiJwf07fJH0SaQb8NRLXgy3f6Dv9O/wedJv29gGNtHojWxVX1Ozt04m807AiWAS31fX83hW",
+	"e0sIKkC/UgZ3x08JBc0JzEChMlPprHk5GRI0lhYMCkytHxMALhfcLqFQgqdL6G3DGZczgafoAhYxPCd6",
+	"vYS3fDYXy3GFifu7kBal49kcc6WXQDA+9/iULHWFWQyZF0KOA1ZwYg/Uu0AeD5u5qBifSQJz6yzv9tuC",
+	"c9vx8/hlQ00uLc685kyL0skIlzynrs+6OvldbkSW/Ff0KM9t8HHdu3Tia7J7n7gSzAYOXT2ds4urwJzU",
+	"xNBJ6/BG6WvUZuhp0MH598PPOxzp12kGdLFjk4m5cwPkPz3elvlp9mnQuj3rwudzN2BJGFBWf3eJeVlU",
+	"UPpu6MIHMw0nFOM8QR/FBGOZtp6pavTNpX31IupijZYaeZiYNYBuwG/YW1wR68kI1h98BbL6pgqxCrS0",
+	"t5AAbyDsvEp4VRfoKb8eTZrhVQj7rpPwrboBJXxuLuRPuIGePwxplyoHNWHp9UyrUmb9R1KVS9/JqbQO",
+	"t0aX2ApZ0IJNFCLDlGf+StUCNRMCPO1boGuilEAmH5aGBpzc48g9nR+7kETLt3pI0GqHf/2WXGJgxVvk",
+	"0j5/1klZq6yn6Ma+ayiSFqkmeHCHpkMdeBNz5UzMo2MbNGtQZ08Yc2fjq0s3E953hCdG0Z90snXj/fgT",
+	"/uS6hVFdZqPKLKyJy+nrffjh30Y/QMhYVMnidbvpP3SyvMszd2iB10rDi9HIxIAsna95b1H8OANwx+Z1",
+	"2ICqdmaDQD5GBrgV+IB70jasR+8/jd8dHVyNT998PD58f74RxoWwh1/jsvuaWrj3aRmbNN9ExzoV1Mki",
+	"DnOsQ+u9GN7sEVQ734PehEuml1BKbk0Mx3xv6w3f2zrne32XsGXQAsi/lExaQoAuuc8MbL96w1ex7/Nn",
+	"b/a6UMh6HO5JOHa8EtQIJVRVwtQFxTPgFpitoia9lEklecoEGMmu8SqtAh6+1ASnU0wtXyBUAS2YciFo",
+	"GhlD2fa6yOOKoSiFIOOo0YLGXC0w6w/h5MPZeQxvDs8dvHUxa4221C5tUMp0zuTs/5KT9kRXa1Nqa2Nc",
+	"pq0FnxxAo2EnSomh4+FPXFsw/NcQd/JqGD4dm12o04tgiXsCd7muzEBwFkwr4+hdo+D43eOL1D7G9mMc",
+	"ke0/3BFxt52WmtvlGXX1x5m4wonze+JebeXge4ILkVUVVPNyAj0czobA4Myz0jj13qXvV+dY3QohVArj",
+	"k6N+DAsfTSR/v4ph+jKz0HfB8aYu6HAwz+2g0T5zawtHa8FR2n26o+l9dSJw/u4MfEdIm55g+Ew2YdAq",
+	"CYxZ1Xd/DL0w//g1d85uVdPmSv5oUDOdyyPnuZI+oFWVuhFaLgxw8oD1jMmQWDIrp8tLWzIxsMLcPeFt",
+	"gNAVPmG+0DEUh66GqyFnXFrGpY9zuzyvm8bsbG3NuCX/P1X5VpbmA1NsrQ5erwY4qVIAphUnqeLoTmAO",
+	"9o/BzrUqZ3NoRSN6b5WxtUGA72th7YOSrqRg/5iuOw6BiQtZyzBRrZHYnpPIfq3GjYuVf2cqfoNKp8Ex",
+	"k2zm0olCmGAnqvVpTl9oGVouJDUVirp6gL/rLtX4S1NKGHCBcwLKzYkdp87QtucV3FS/zfBCXsjDBeql",
+	"r+RzFZUSasiW3FdxkkCm0jJHad0UZ0FSd4gzq4IFdPPWxZYuPlrYKrMs7Byq3IuBgGEMsFXB7VWZ0Erm",
+	"LuSa0PU9MFiXFp8LD0WiSvNfG8lpFYj2zkqncsYpOeD1lPJC1gGhOlWckCYZnxx5EWnah51JmKRVtTcR",
+	"2G8UR7sSm5nWSiQku+4SCcSy6ia/M+u5cHfd0pXX+YR2CJmZcrK+8XaOe3ghx5BhIdQyd3UybBmKYwmj",
+	"LHNVVsUEBnpOcyRmaSzmO/X3JG7TVPBrUh5LJRFQGOz7rIngKUqDLdkfF66S4Nlw1ALCEYlWxaBrUjI+",
+	"OWpFLXaiKhZd5Z1ZwQnmDUfD5yFr6OzEFiv4VtV3q86k7XyNZthRmXLCZs4Oe71ATns1JAYlMjICU66N",
+	"hV4rAxj7MgtOwIvse8FmGNiWG1AF+6V0OvVCEm5DO5gwg9lOI51+LleTHaqqYYL2BlG6uQxI5HaOGrLS",
+	"SyGCVBrMNS9A0QfjCV2L2FEW7UTvWvLtSNI8Y/i8hr3ZF7L3EJI0UKB2SzdVRy9HzvKVJJoTtUDYHo1c",
+	"4N+GzRPsHo3uewqQsy8+VUXwZaXaMSwQ7bwcxetu00NA5DbuSjTfyYpVJr/QuODE0VXiq2uXrWTaQwWZ",
+	"l3deHTwbjX63IvB2xq+jOO+DDPylpjX/uKrBF34PXVPXe91qPY9wQ7Y3D7lbp+vGPd88rnkScBtHLx+z",
+	"ubqC3Q14/qit1fUtbsyLzWOqIm8HK8s8Z4RjnahAK81u2WwlNx9dksuiTIfGGLsEtUdUhCmcy3ZvLpzU",
+	"QOzwB+2OWR5SF3ey4bVRjUPu/EK2/UzXezVdDr0k+ETnywKTGJKi7TNRg4/Lp63YT9PqvY4khr/99X9I",
+	"a4dHIvXjEIeHkz/z7N8T6Hkc0zJdzvDWT4SGcIqFYEsyXM4OuWcmLbTsGhx5pHdKPfXwCzeWBlUZSDfg",
+	"2Wi0u/IwxaUiS5m54mBmgWf1GxU3cVL5sEMS6sR3JdjkNKXrTkgAXox+9BMIZAu8ZwultKpM55h1Kdj9",
+	"NlRb17BdjNh02brzWGtdmY1D6YMHLz7HBD2eYV4oizJ1hbmTpYMOMnN06deKzZfsNZrtqBk2+AsuN6s3",
+	"pyX2lI/o/p6abbX65HY1cEUu8+3fX7ve+5yogsfCV7k7fmhAp6sGrIndugsL2rG8L+B+5vXq33vDnpDZ",
+	"bsgrQKgV+8e3Bi9GP24eUT+NowHbj1iifufiBrx8zFk66uxp8LNnjxncfm7wT2DiPLc0nkS3lbuN70HM",
+	"W/M6w9oJnM983MCl35ghV/Nt8E69tdA448bqZXBdk6+Vy3cbZnbFw6v69U3tr5qQ3+3WDA+T422TZKzi",
+	"SNHO58s2bc7uPKir3NKeA47Mzp1ldzuPYW3n/RYpq1ToA4T8Wr8OvvVkJMDfUXvk2r1Z8hGCrO28U/Nq",
+	"qKLXvGhUOoSC/fAqhGH6ZJq9wWUWlExx90K2y601kjwYqMpHyf5x4QNAzjf2tT4zJSunh/m+hweVFsIF",
+	"qUNuoCgnghtvOt1hVhzZYLtNrWpXHpVChQuejV4AmzEuu+zvQTswssnD6bKmv5+1XGHKF/fcJleySutD",
+	"TzVWhkvivJlGE57s/YNr70fooPpx5z+BZvRstEkzxvfoPdQLzJp4cfPQ1T+QG7ZfXyTE8Aatfxq79tih",
+	"euexC0m7IDnxsYOkVZWctJ+AdL566RCXRp1GfzjC+n82/+Zs/gbtZh7/jS6M+78wbi/XjN4G0BBewToX",
+	"L/H2IzxMCrUrxNV1IUsMiS/qcX3c26UuHv9DoMJ9EOA3oqbOg50qZf9AHFTX6RMg6sY8q1PfSdJ9viQX",
+	"tyPn9fmSbKivq/Rs57M/WxG1h1W+3vm/VYxzmENbVUd2efu/AQAA//8d7+pVvEUAAA==",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

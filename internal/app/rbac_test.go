@@ -1,0 +1,413 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/config"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
+)
+
+// renderManifests renders deploy/ with the kubectl the local hub was built with (kustomize inside).
+func renderManifests(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(localhub.DefaultBinDir(), "kubectl"), "kustomize", filepath.Join("..", "..", dir)).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, doc := range bytes.Split(out, []byte("\n---\n")) {
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, u)
+	}
+	return objs
+}
+
+// applyAll server-side applies objects as the hub's admin.
+func applyAll(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if err := testHub.Client.Patch(context.Background(), o.DeepCopy(), client.Apply, client.FieldOwner("acm-cluster-sp-deploy-test"), client.ForceOwnership); err != nil {
+			t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+}
+
+// forbiddenRecorder wraps a client transport and records every 403 the hub answers.
+type forbiddenRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (f *forbiddenRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(r)
+		if err == nil && resp.StatusCode == http.StatusForbidden {
+			f.mu.Lock()
+			f.seen = append(f.seen, r.Method+" "+r.URL.Path)
+			f.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (f *forbiddenRecorder) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seen...)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// deployedSP is the SP as deploy/ installs it: its ServiceAccount's identity (a TokenRequest token), the configuration
+// file of its ConfigMap, the RBAC of its manifests.
+type deployedSP struct {
+	*testSP
+	forbidden *forbiddenRecorder
+	user      caller // a platform user with acm-cluster-sp-user and acm-cluster-sp-kubeconfig-reader
+	registry  *devhub.Registry
+	cfg       config.Config
+}
+
+// startDeployed runs the SP as ServiceAccount sa of namespace acm-cluster-sp, with the deployed configuration. With
+// stopOnForbidden it stops waiting for readiness at the first 403 (ready then reports false).
+func startDeployed(t *testing.T, objs []*unstructured.Unstructured, sa string, stopOnForbidden bool) (*deployedSP, bool) {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(testHub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("acm-cluster-sp").CreateToken(ctx, sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As on a fresh install: no Lease yet (creating it is part of what the RBAC must allow).
+	if err := cs.CoordinationV1().Leases("acm-cluster-sp").Delete(ctx, "acm-cluster-sp-leader", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	rec := &forbiddenRecorder{}
+	saCfg := &rest.Config{Host: testHub.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: testHub.Config.CAData},
+		BearerToken: tr.Status.Token, QPS: 100, Burst: 200, WrapTransport: rec.wrap}
+
+	var fileContent string
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), "acm-cluster-sp-config") {
+			fileContent, _, _ = unstructured.NestedString(o.Object, "data", "config.yaml")
+		}
+	}
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(file, []byte(fileContent), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := devhub.StartRegistry("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	// The deployed file, with what differs on the local hub set as a Deployment's environment would.
+	env := map[string]string{
+		"SP_CONFIG": file, "SP_LISTEN_ADDRESS": "127.0.0.1:0", "SP_NATS_URL": testHub.NATSURL,
+		"SP_REGISTRATION_URL": reg.URL, "SP_API_HOST": "http://127.0.0.1:1", "SP_DEFAULT_INFRA_ENV_NAME": "production-infraenv",
+		"SP_LEASE_DURATION": "3s",
+	}
+	loader := config.Bind(pflag.NewFlagSet("deployed", pflag.ContinueOnError))
+	cfg, err := loader.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var abort func() bool
+	if stopOnForbidden {
+		abort = func() bool { return len(rec.list()) > 0 }
+	}
+	sp, ready := launchSPUntil(t, *cfg, Options{RestConfig: saCfg}, abort)
+	t.Cleanup(sp.stop)
+	userToken := newRBAC(t, "acm-cluster-sp").tokenBoundTo(t, "platform-user", "clusters", "acm-cluster-sp-user", "acm-cluster-sp-kubeconfig-reader")
+	return &deployedSP{testSP: sp, forbidden: rec, registry: reg, cfg: *cfg,
+		user: caller{base: sp.URL, token: userToken, http: &http.Client{Timeout: 30 * time.Second}}}, ready
+}
+
+// tokenBoundTo creates a ServiceAccount in f's namespace bound to Roles of namespace ns, and returns its token.
+func (f *rbacFixture) tokenBoundTo(t *testing.T, sa, ns string, roles ...string) string {
+	t.Helper()
+	tok := f.token(t, sa)
+	for _, r := range roles {
+		b := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: r + "-" + sa, Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: r},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: f.ns}}}
+		if _, err := f.cs.RbacV1().RoleBindings(ns).Create(context.Background(), b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	return tok
+}
+
+// lifecycle is the SP's whole job, driven as a user would and checked as DCM would: both platforms created, READY,
+// read with and without the kubeconfig, listed, status events on NATS, registration, health, deleted with DELETED
+// and nothing left. It returns the first thing that went wrong; stop ends it early (a 403 was seen).
+func (d *deployedSP) lifecycle(t *testing.T, stop func() bool) error {
+	t.Helper()
+	bodies := map[string]string{}
+	for _, p := range []string{"kubevirt", "baremetal"} {
+		name := uniqueName("rbac-" + p[:2])
+		id := "inst-" + name
+		bodies[id] = name
+		body := kubevirtBody(name, 1)
+		if p == "baremetal" {
+			body = fmt.Sprintf(`{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":1,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","agent_labels":{"location":"datacenter-1"}}}}}`, name)
+		}
+		code, _, raw := d.user.do(t, http.MethodPost, "/api/v1alpha1/clusters?id="+id, body)
+		if code != http.StatusCreated {
+			return fmt.Errorf("create %s: %d %s", p, code, raw)
+		}
+	}
+	reader, err := devhub.NewEventReader(context.Background(), testHub.NATSURL, "dcm.cluster")
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
+	stopped := func() bool { return stop != nil && stop() }
+	wait := func(what string, cond func() bool) error {
+		if !testwait.Poll(90*time.Second, func() bool { return stopped() || cond() }) {
+			return errors.New("timed out: " + what)
+		}
+		if stopped() {
+			return errors.New("stopped: " + what)
+		}
+		return nil
+	}
+	statusOf := func(id string) string {
+		code, _, raw := d.user.do(t, http.MethodGet, "/api/v1alpha1/clusters/"+id, "")
+		if code == http.StatusNotFound {
+			return "DELETED"
+		}
+		var c api.Cluster
+		_ = json.Unmarshal(raw, &c)
+		return string(c.Status)
+	}
+	for id := range bodies {
+		if err := wait(id+" READY", func() bool { return statusOf(id) == "READY" }); err != nil {
+			return err
+		}
+		code, _, raw := d.user.do(t, http.MethodGet, "/api/v1alpha1/clusters/"+id, "")
+		var c api.Cluster
+		if json.Unmarshal(raw, &c) != nil || code != http.StatusOK || c.Kubeconfig == nil || *c.Kubeconfig == "" {
+			return fmt.Errorf("GET %s: %d, no kubeconfig: %s", id, code, raw)
+		}
+	}
+	if code, _, raw := d.user.do(t, http.MethodGet, "/api/v1alpha1/clusters", ""); code != http.StatusOK {
+		return fmt.Errorf("LIST: %d %s", code, raw)
+	}
+	if !d.App.Leading() {
+		return errors.New("not leading")
+	}
+	if err := wait("registered", func() bool { ok, msg := d.App.Registrar.Status(); return ok && strings.Contains(msg, "registered as") }); err != nil {
+		return err
+	}
+	if h := d.App.Health.Report(); h.Status != api.HealthStatusHealthy {
+		return fmt.Errorf("health %+v", h)
+	}
+	for id := range bodies {
+		if code, _, raw := d.user.do(t, http.MethodDelete, "/api/v1alpha1/clusters/"+id, ""); code != http.StatusNoContent {
+			return fmt.Errorf("delete %s: %d %s", id, code, raw)
+		}
+	}
+	events := map[string]bool{}
+	if err := wait("READY and DELETED events of both clusters", func() bool {
+		if ev, ok, _ := reader.Next(100 * time.Millisecond); ok {
+			var data struct{ ID, Status string }
+			_ = ev.DataAs(&data)
+			events[data.ID+" "+data.Status] = true
+		}
+		for id := range bodies {
+			if !events[id+" READY"] || !events[id+" DELETED"] {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	for id, name := range bodies {
+		if err := wait("nothing left of "+id, func() bool { return len(leftoversIn(t, "clusters", id, name)) == 0 }); err != nil {
+			return fmt.Errorf("%w: %v", err, leftoversIn(t, "clusters", id, name))
+		}
+	}
+	return nil
+}
+
+// The manifests of deploy/ installed on the hub, and the whole lifecycle run as the ServiceAccount they create:
+// the RBAC grants everything the SP calls (a single 403 fails the test).
+func TestDeployedRBACRunsTheLifecycle(t *testing.T) {
+	objs := renderManifests(t, "deploy")
+	applyAll(t, objs)
+	ensurePullSecret(t)
+	d, ready := startDeployed(t, objs, "acm-cluster-sp", false)
+	if !ready {
+		t.Fatalf("not ready as the deployed ServiceAccount: %+v (403s: %v)", d.App.Health.Report(), d.forbidden.list())
+	}
+	if err := d.lifecycle(t, nil); err != nil {
+		t.Fatalf("lifecycle as the deployed ServiceAccount: %v (403s: %v)", err, d.forbidden.list())
+	}
+	if f := d.forbidden.list(); len(f) > 0 {
+		t.Fatalf("the SP made calls its RBAC forbids: %v", f)
+	}
+}
+
+func ensurePullSecret(t *testing.T) {
+	t.Helper()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acm-cluster-sp-pull-secret", Namespace: "clusters"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(devhub.DevPullSecret)}}
+	if err := testHub.Client.Create(context.Background(), sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// rbacRule locates one rule of the deployed Roles and ClusterRoles.
+type rbacRule struct {
+	kind, namespace, name string
+	index                 int
+	rule                  rbacv1.PolicyRule
+}
+
+func (r rbacRule) String() string {
+	return fmt.Sprintf("%s %s/%s rule %d %v %v %v", r.kind, r.namespace, r.name, r.index, r.rule.APIGroups, r.rule.Resources, r.rule.Verbs)
+}
+
+// spRules lists the rules granted to the SP's ServiceAccount (its Roles and ClusterRole, not the user roles).
+func spRules(t *testing.T, objs []*unstructured.Unstructured) []rbacRule {
+	t.Helper()
+	bound := map[string]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		var b rbacv1.RoleBinding
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b)
+		for _, s := range b.Subjects {
+			if s.Kind == "ServiceAccount" && s.Name == "acm-cluster-sp" {
+				bound[b.RoleRef.Kind+"/"+o.GetNamespace()+"/"+b.RoleRef.Name] = true
+			}
+		}
+	}
+	var out []rbacRule
+	for _, o := range objs {
+		if (o.GetKind() != "Role" && o.GetKind() != "ClusterRole") || !bound[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] {
+			continue
+		}
+		var r rbacv1.ClusterRole
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r)
+		for i, rule := range r.Rules {
+			out = append(out, rbacRule{kind: o.GetKind(), namespace: o.GetNamespace(), name: o.GetName(), index: i, rule: rule})
+		}
+	}
+	return out
+}
+
+// without returns the manifests with one rule removed.
+func without(objs []*unstructured.Unstructured, drop rbacRule) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		o = o.DeepCopy()
+		if o.GetKind() == drop.kind && o.GetNamespace() == drop.namespace && o.GetName() == drop.name {
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			rules = append(rules[:drop.index:drop.index], rules[drop.index+1:]...)
+			_ = unstructured.SetNestedSlice(o.Object, rules, "rules")
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// canSA asks the hub whether the SP's ServiceAccount may use a rule's first verb and resource (RBAC changes take
+// effect asynchronously).
+func canSA(t *testing.T, r rbacRule) bool {
+	t.Helper()
+	cs, _ := kubernetes.NewForConfig(testHub.Config)
+	res, sub, _ := strings.Cut(r.rule.Resources[0], "/")
+	name := ""
+	if len(r.rule.ResourceNames) > 0 {
+		name = r.rule.ResourceNames[0]
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: "system:serviceaccount:acm-cluster-sp:acm-cluster-sp", Groups: []string{"system:serviceaccounts", "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: r.namespace, Group: r.rule.APIGroups[0], Resource: res, Subresource: sub, Verb: r.rule.Verbs[0], Name: name}}}
+	got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Status.Allowed
+}
+
+// Every rule of the SP's RBAC is needed: with any one removed, the SP's lifecycle meets a 403 (or fails).
+func TestEveryDeployedRBACRuleIsNeeded(t *testing.T) {
+	objs := renderManifests(t, "deploy")
+	applyAll(t, objs)
+	ensurePullSecret(t)
+	rules := spRules(t, objs)
+	if len(rules) < 10 {
+		t.Fatalf("only %d rules found in the manifests", len(rules))
+	}
+	t.Cleanup(func() { applyAll(t, objs) })
+	for _, r := range rules {
+		t.Run(r.String(), func(t *testing.T) {
+			applyAll(t, without(objs, r))
+			waitFor(t, 30*time.Second, "the rule removed", func() bool { return !canSA(t, r) })
+			defer func() {
+				applyAll(t, objs)
+				waitFor(t, 30*time.Second, "the rule restored", func() bool { return canSA(t, r) })
+			}()
+			d, ready := startDeployed(t, objs, "acm-cluster-sp", true)
+			var err error
+			if ready {
+				err = d.lifecycle(t, func() bool { return len(d.forbidden.list()) > 0 })
+			} else {
+				err = errors.New("never ready")
+			}
+			f := d.forbidden.list()
+			if err == nil && len(f) == 0 {
+				t.Fatalf("the whole lifecycle ran without %s: the rule is not needed", r)
+			}
+			t.Logf("without it: %v (403s: %v)", err, f)
+			d.stop()
+		})
+	}
+}
