@@ -359,6 +359,19 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 
 // liveView is an instance's view read from the API server (its HostedCluster, and its NodePool when there is one),
 // for a replica whose cache has not seen it yet.
+// LiveView reads an instance's HostedCluster (by hc's name) and its NodePool from the API server; the view's
+// HostedCluster is nil when it is gone.
+func (s *Service) LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (hub.View, error) {
+	var live hyperv1.HostedCluster
+	if err := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(hc), &live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return hub.View{ID: id}, nil
+		}
+		return hub.View{}, err
+	}
+	return s.liveView(ctx, id, &live), nil
+}
+
 func (s *Service) liveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) hub.View {
 	v := hub.View{ID: id, HostedCluster: hc}
 	var np hyperv1.NodePool

@@ -36,6 +36,8 @@ type Index interface {
 type Provisioner interface {
 	// Converge drives a live cluster's children toward its stored spec.
 	Converge(ctx context.Context, hc *hyperv1.HostedCluster) error
+	// LiveView reads an instance's HostedCluster and NodePools from the API server (HostedCluster nil: gone).
+	LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (hub.View, error)
 	// DeleteACMObjects deletes the cluster's ManagedCluster and KlusterletAddonConfig (if they are the instance's).
 	DeleteACMObjects(ctx context.Context, id, name string) error
 	// ReleaseAgents removes the instance's Agent reservations.
@@ -255,6 +257,19 @@ func (r *Reconciler) reconcile(ctx context.Context, id string) (time.Duration, e
 	hc := v.HostedCluster
 	now := r.prov.Now()
 	res := status.Map(hc, v.NodePools, now, r.prov.StatusSettings())
+	if res.SteppedBack && r.reporter != nil {
+		// The index's HostedClusters and NodePools come from separate watches: NodePools deleted with their
+		// HostedCluster can leave the cache before the HostedCluster's deletion reaches it. Confirm first.
+		live, err := r.prov.LiveView(ctx, id, hc)
+		if err != nil {
+			return 0, err
+		}
+		if live.HostedCluster == nil {
+			return 0, nil // gone: the index's delete event finishes it
+		}
+		hc = live.HostedCluster
+		res = status.Map(hc, live.NodePools, now, r.prov.StatusSettings())
+	}
 	if r.reporter != nil {
 		r.reporter.Report(id, res.Status, res.Message)
 	}

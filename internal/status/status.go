@@ -60,6 +60,10 @@ type Result struct {
 	// RecheckAt is when the result may change without any object changing (a grace period or timeout
 	// expiring); zero when no deadline is pending. Reconcilers schedule a re-evaluation at this time.
 	RecheckAt time.Time
+	// SteppedBack: the cluster once completed yet now reads PROVISIONING or PENDING. Legitimate (a NodePool
+	// recreated) but also what a cache shows when its NodePools vanished before its HostedCluster's deletion
+	// arrived (separate informers): a cached reader confirms it against the API server before reporting it.
+	SteppedBack bool
 }
 
 // Map computes the status of one cluster. hc == nil means the HostedCluster of a known instance is gone
@@ -114,6 +118,7 @@ func (e *evaluation) result() Result {
 	r := e.decide()
 	r.ControlPlaneAvailable = e.available()
 	r.RecheckAt = e.recheck
+	r.SteppedBack = (r.Status == Provisioning || r.Status == Pending) && e.everCompleted()
 	return r
 }
 

@@ -244,3 +244,30 @@ func TestStatusStrings(t *testing.T) {
 		}
 	}
 }
+
+// A completed cluster that reads PROVISIONING (its NodePools missing or not ready) is flagged for confirmation; a
+// first rollout, a READY cluster and a deleting one are not.
+func TestSteppedBack(t *testing.T) {
+	s := DefaultSettings()
+	cases := []struct {
+		name string
+		hc   *hyperv1.HostedCluster
+		nps  []*hyperv1.NodePool
+		want bool
+	}{
+		{"first rollout", newHC(5 * time.Minute).up().hc, []*hyperv1.NodePool{np0()}, false},
+		{"ready", newHC(20 * time.Minute).done().hc, []*hyperv1.NodePool{np3()}, false},
+		{"completed, NodePools gone", newHC(20 * time.Minute).done().hc, nil, true},
+		{"completed, workers 2/3", newHC(20 * time.Minute).done().hc, []*hyperv1.NodePool{np(3, 2, corev1.ConditionTrue, "AsExpected")}, true},
+	}
+	for _, c := range cases {
+		if got := Map(c.hc, c.nps, now, s).SteppedBack; got != c.want {
+			t.Errorf("%s: SteppedBack %v, want %v", c.name, got, c.want)
+		}
+	}
+	deleting := newHC(20 * time.Minute).done().hc
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	if Map(deleting, nil, now, s).SteppedBack {
+		t.Error("deleting: SteppedBack, want not")
+	}
+}
