@@ -21,6 +21,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/app"
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
@@ -110,17 +111,14 @@ func (s *sp) readyz(t *testing.T) int {
 
 func waitHealth(t *testing.T, s *sp, within time.Duration, cond func(api.Health) bool) api.Health {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		h, _ := s.health(t, "/api/v1alpha1/clusters/health")
-		if cond(h) {
-			return h
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health not as expected after %v: %+v", within, h)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var h api.Health
+	if !testwait.Poll(within, func() bool {
+		h, _ = s.health(t, "/api/v1alpha1/clusters/health")
+		return cond(h)
+	}) {
+		t.Fatalf("health not as expected after %v: %+v", within, h)
 	}
+	return h
 }
 
 func check(h api.Health, name string) api.HealthCheck {
@@ -142,6 +140,10 @@ func TestHealth(t *testing.T) {
 	s := startSP(t, px)
 
 	t.Run("healthy on the local hub", func(t *testing.T) {
+		// The Agent API is discovered, and its cache filled, after the SP is ready: wait for the hub's inventory.
+		waitHealth(t, s, 30*time.Second, func(h api.Health) bool {
+			return strings.Contains(check(h, "baremetal").Message, "10 Agents")
+		})
 		var bodies []string
 		for _, path := range []string{"/health", "/api/v1alpha1/health", "/api/v1alpha1/clusters/health"} {
 			h, _ := s.health(t, path)
@@ -231,13 +233,7 @@ func TestHealth(t *testing.T) {
 			t.Fatal("/readyz not 200 with the API server stopped: the caches still serve reads")
 		}
 		// The lease cannot be renewed: the replica steps down, but keeps serving (health, and reads from its caches).
-		deadline := time.Now().Add(15 * time.Second)
-		for s.a.Leading() {
-			if time.Now().After(deadline) {
-				t.Fatal("still leading without an API server")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testwait.For(t, 15*time.Second, "stepping down without an API server", func() bool { return !s.a.Leading() })
 		if h, _ := s.health(t, "/health"); h.Status != "unhealthy" {
 			t.Fatalf("after stepping down: %+v", h)
 		}
@@ -251,13 +247,9 @@ func deleteCRD(t *testing.T, name string) {
 	if err := hub.Client.Delete(context.Background(), crd); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for hub.Client.Get(context.Background(), client.ObjectKey{Name: name}, crd) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("CRD %s not gone", name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "CRD "+name+" gone", func() bool {
+		return hub.Client.Get(context.Background(), client.ObjectKey{Name: name}, crd) != nil
+	})
 }
 
 // proxy forwards TCP on loopback and can stall every connection (a hub that hangs rather than refuses).

@@ -70,6 +70,14 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 	if have >= need {
 		return nil
 	}
+	// The cache may not show this instance's latest claims yet (a previous reconcile's, moments ago): count them
+	// on the API server before claiming more.
+	if have, err = s.reservedOnHub(ctx, id); err != nil {
+		return clusters.Internal(err, "reading Agents")
+	}
+	if have >= need {
+		return nil
+	}
 	req := requirements(id, spec)
 	for _, a := range inventory.Eligible(agents, req) {
 		if have == need {
@@ -94,6 +102,16 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 		return clusters.Unprocessable("%s", inventory.Shortfall(fresh, req, need))
 	}
 	return nil
+}
+
+// reservedOnHub counts the Agents carrying the instance's id on the API server.
+func (s *Service) reservedOnHub(ctx context.Context, id string) (int, error) {
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(hub.AgentGVK.GroupVersion().WithKind("AgentList"))
+	if err := s.hub.Client.List(ctx, &list, client.InNamespace(s.hub.AgentNamespace()), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
+		return 0, err
+	}
+	return len(list.Items), nil
 }
 
 // claimAgent labels one Agent for the instance if it is still eligible, retrying on update conflicts.

@@ -44,8 +44,9 @@ type Simulator struct {
 	Timeline Timeline
 	Now      func() time.Time // defaults to time.Now
 	Log      *slog.Logger
-	// OlderOperatorNamespaces: see Options.
+	// OlderOperatorNamespaces, Observe: see Options.
 	OlderOperatorNamespaces []string
+	Observe                 func(hc types.NamespacedName, p Plan)
 }
 
 // SetupWithManager registers the simulator with a controller-runtime manager: it reconciles HostedClusters and is
@@ -124,6 +125,9 @@ func (s *Simulator) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			return reconcile.Result{Requeue: true}, nil
 		}
 		return reconcile.Result{}, err
+	}
+	if s.Observe != nil {
+		s.Observe(req.NamespacedName, plan)
 	}
 	return reconcile.Result{RequeueAfter: plan.RequeueAfter}, nil
 }

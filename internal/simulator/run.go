@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +29,9 @@ type Options struct {
 	// HostedCluster's labels onto it (recent versions copy them).
 	OlderOperatorNamespaces []string
 	Log                     *slog.Logger
+	// Observe, when set, is called after each plan was applied to the hub: tests learn that the simulator had its
+	// chance (a plan with RequeueAfter 0 means it has nothing more scheduled for that cluster).
+	Observe func(hc types.NamespacedName, p Plan)
 }
 
 // Start runs the simulator against the hub at cfg until ctx ends or stop is called. It returns once the
@@ -63,7 +67,7 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (stop func(), err e
 	if err != nil {
 		return nil, fmt.Errorf("simulator manager: %w", err)
 	}
-	if err := (&Simulator{Timeline: tl, Log: log, OlderOperatorNamespaces: o.OlderOperatorNamespaces}).SetupWithManager(mgr); err != nil {
+	if err := (&Simulator{Timeline: tl, Log: log, OlderOperatorNamespaces: o.OlderOperatorNamespaces, Observe: o.Observe}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)

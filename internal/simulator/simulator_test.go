@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,14 +24,29 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 )
 
 var hub *devhub.Hub
 
+// lastPlan is the last plan the simulator applied per HostedCluster (Options.Observe).
+var lastPlan sync.Map
+
+// settled waits until the simulator has applied a plan for hc that schedules nothing more: from then on, unless
+// its objects change, the simulator will not act on it again — the proof that it had its chance.
+func settled(t *testing.T, hc *hyperv1.HostedCluster, within time.Duration) {
+	t.Helper()
+	testwait.For(t, within, "the simulator to have nothing more scheduled for "+hc.Name, func() bool {
+		p, ok := lastPlan.Load(client.ObjectKeyFromObject(hc))
+		return ok && p.(Plan).RequeueAfter == 0
+	})
+}
+
 func TestMain(m *testing.M) {
 	os.Exit(devhub.RunTests(m, devhub.Options{NoNATS: true, NoSeed: true}, func(h *devhub.Hub) func() {
 		hub = h
-		stop, err := Start(context.Background(), h.Config, Options{Timeline: TestTimeline()})
+		stop, err := Start(context.Background(), h.Config, Options{Timeline: TestTimeline(),
+			Observe: func(hc types.NamespacedName, p Plan) { lastPlan.Store(hc, p) }})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -84,20 +101,19 @@ func observe(t *testing.T, hc *hyperv1.HostedCluster) (status.Result, *hyperv1.H
 func waitFor(t *testing.T, hc *hyperv1.HostedCluster, want status.Status, within time.Duration) ([]status.Status, *hyperv1.HostedCluster, []*hyperv1.NodePool) {
 	t.Helper()
 	var seen []status.Status
-	deadline := time.Now().Add(within)
-	for {
-		r, got, nps := observe(t, hc)
+	var r status.Result
+	var got *hyperv1.HostedCluster
+	var nps []*hyperv1.NodePool
+	if !testwait.Poll(within, func() bool {
+		r, got, nps = observe(t, hc)
 		if len(seen) == 0 || seen[len(seen)-1] != r.Status {
 			seen = append(seen, r.Status)
 		}
-		if r.Status == want {
-			return seen, got, nps
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: status %s (%q), want %s; seen %v", within, r.Status, r.Message, want, seen)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return r.Status == want
+	}) {
+		t.Fatalf("after %v: status %s (%q), want %s; seen %v", within, r.Status, r.Message, want, seen)
 	}
+	return seen, got, nps
 }
 
 func TestKubeVirtLifecycle(t *testing.T) {
@@ -173,7 +189,7 @@ func TestFailureModes(t *testing.T) {
 			t.Parallel()
 			hc, _ := create(t, "kubevirt-minimal", c.mode)
 			if c.mode == FailNeverComplete || c.mode == FailStuckPending {
-				time.Sleep(2 * TestTimeline().ReadyAfter) // long past READY time
+				settled(t, hc, 20*time.Second) // it has played all it will: the status below is final
 			}
 			_, got, nps := waitFor(t, hc, c.want, 20*time.Second)
 			var found bool
@@ -208,18 +224,11 @@ func TestStuckDeletion(t *testing.T) {
 	if err := hub.Client.Delete(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.For(t, 15*time.Second, "NodePools deleted", func() bool {
 		_, _, nps := observe(t, hc)
-		if len(nps) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("NodePools not deleted: %d left", len(nps))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(3 * TestTimeline().DeleteAfter) // well past the point where the finalizer would have been removed
+		return len(nps) == 0
+	})
+	settled(t, hc, 15*time.Second) // past the point where it would have removed the finalizer
 	r, still, _ := observe(t, hc)
 	if r.Status != status.Deleting || still == nil || !slices.Contains(still.Finalizers, meta.FinalizerHyperShift) {
 		t.Fatalf("stuck deletion: %s, hc present %v", r.Status, still != nil)
@@ -264,7 +273,7 @@ func TestAgentBinding(t *testing.T) {
 	if err := hub.Client.Create(ctx, objs2.NodePool); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * TestTimeline().ReadyAfter)
+	settled(t, objs2.HostedCluster, 20*time.Second)
 	r, _, _ := observe(t, objs2.HostedCluster)
 	if r.Status != status.Provisioning || !strings.Contains(r.Message, "No suitable Agents") {
 		t.Fatalf("short of Agents: %s %q", r.Status, r.Message)
