@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -272,9 +271,7 @@ func TestUnavailableBeforeSync(t *testing.T) {
 
 // An SP started while its hub is unreachable comes up: it is alive, not ready, and its health says why.
 func TestStartsWithoutHub(t *testing.T) {
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := l.Addr().String()
-	l.Close()
+	const dead = "127.0.0.1:1" // a privileged port nothing here listens on: connections are refused
 	cfg := testConfig("restricted")
 	cfg.ProviderName = "sp-nohub"
 	restCfg := rest.CopyConfig(testHub.Config)

@@ -252,7 +252,12 @@ func (d *deployedSP) lifecycle(t *testing.T, stop func() bool) error {
 	}
 	events := map[string]bool{}
 	if err := wait("READY and DELETED events of both clusters", func() bool {
-		if ev, ok, _ := reader.Next(100 * time.Millisecond); ok {
+		// The stream holds every test's events on this subject: read all that are there, not one per poll.
+		for {
+			ev, ok, _ := reader.Next(100 * time.Millisecond)
+			if !ok {
+				break
+			}
 			var data struct{ ID, Status string }
 			_ = ev.DataAs(&data)
 			events[data.ID+" "+data.Status] = true

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -92,9 +91,7 @@ func TestRegistrationFollowsTheHub(t *testing.T) {
 // A registry that is down never blocks serving: the API answers, the SP is ready, and the registration check says
 // why it is not registered (informational: the SP stays healthy).
 func TestRegistryDownNeverBlocksTheAPI(t *testing.T) {
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := l.Addr().String()
-	l.Close()
+	const dead = "127.0.0.1:1" // a privileged port nothing here listens on: connections are refused
 	cfg := testConfig("restricted")
 	cfg.ProviderName = "sp-unregistered"
 	cfg.RegistrationURL = "http://" + dead + "/api/v1alpha1"

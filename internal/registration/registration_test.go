@@ -3,7 +3,6 @@ package registration
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/faultproxy"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 )
@@ -133,19 +133,23 @@ func TestRetriesThroughServerErrors(t *testing.T) {
 }
 
 func TestRegistersWhenTheRegistryComesUp(t *testing.T) {
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	r, _ := start(t, "http://"+addr+"/api/v1alpha1", &caps{}, nil)
+	// The registry's address is a forwarder kept open, with nothing behind it until the registry starts.
+	fwd, err := faultproxy.NewTCP("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fwd.Close()
+	r, _ := start(t, "http://"+fwd.Addr+"/api/v1alpha1", &caps{}, nil)
 	waitFor(t, "network failures recorded", func() bool { return testutil.ToFloat64(r.m.attempts.WithLabelValues("network")) >= 2 })
 	if ok, msg := r.Status(); ok || !strings.Contains(msg, "not registered") {
 		t.Fatalf("status while down: %v %q", ok, msg)
 	}
-	spm, err := devhub.StartRegistry(addr)
+	spm, err := devhub.StartRegistry("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer spm.Close()
+	fwd.SetUpstream(strings.TrimPrefix(strings.TrimSuffix(spm.URL, "/api/v1alpha1"), "http://"))
 	waitFor(t, "registered once the registry is up", func() bool { return registered(r) })
 }
 
