@@ -185,18 +185,8 @@ func (p *Proxy) serveUpgrade(w http.ResponseWriter, r *http.Request) {
 	e := p.e
 	x := e.begin(r)
 	defer x.finish()
-	if rej := authorize(e.auth, r.Header, r.RemoteAddr); rej != nil {
-		x.reject(w, rej)
-		return
-	}
-	path, err := e.t.RequestPath(r.URL.Path)
-	if err != nil {
-		x.requestError(w, err)
-		return
-	}
-	x.path = path
-	if path.Hidden {
-		x.reject(w, hiddenRejection)
+	path, ok := x.admit(w, r)
+	if !ok {
 		return
 	}
 	if path.Kind != translate.PathStream && path.Kind != translate.PathOther {
@@ -236,6 +226,25 @@ type exchange struct {
 
 func (e *engine) begin(r *http.Request) *exchange {
 	return &exchange{e: e, start: time.Now(), method: r.Method, code: http.StatusOK}
+}
+
+// admit authenticates the request and resolves its path; false: the answer (a rejection) is written.
+func (x *exchange) admit(w http.ResponseWriter, r *http.Request) (translate.Path, bool) {
+	if rej := authorize(x.e.auth, r.Header, r.RemoteAddr); rej != nil {
+		x.reject(w, rej)
+		return translate.Path{}, false
+	}
+	path, err := x.e.t.RequestPath(r.URL.Path)
+	if err != nil {
+		x.requestError(w, err)
+		return translate.Path{}, false
+	}
+	x.path = path
+	if path.Hidden {
+		x.reject(w, hiddenRejection)
+		return translate.Path{}, false
+	}
+	return path, true
 }
 
 func (x *exchange) finish() {

@@ -21,18 +21,8 @@ import (
 func (e *engine) serve(w http.ResponseWriter, r *http.Request) {
 	x := e.begin(r)
 	defer x.finish()
-	if rej := authorize(e.auth, r.Header, r.RemoteAddr); rej != nil {
-		x.reject(w, rej)
-		return
-	}
-	path, err := e.t.RequestPath(r.URL.Path)
-	if err != nil {
-		x.requestError(w, err)
-		return
-	}
-	x.path = path
-	if path.Hidden {
-		x.reject(w, hiddenRejection)
+	path, ok := x.admit(w, r)
+	if !ok {
 		return
 	}
 	x.watch = isWatch(path, r.Method, r.URL.RawQuery)
