@@ -98,8 +98,10 @@ func TestCreateOnALaggingReplica(t *testing.T) {
 	defer px.Close()
 	lagging := startSP(t, cfg, Options{RestConfig: px.Config()})
 	px.SetRule(func(r faultproxy.Request) faultproxy.Verdict {
-		if r.Method == http.MethodGet && (r.Watch || strings.HasSuffix(r.Path, "/hostedclusters")) {
-			return faultproxy.Abort // no watch, no relist of HostedClusters: the cache stays as it is
+		// No watch, no relist of HostedClusters (an informer lists from a resourceVersion): the cache stays as it
+		// is, while the SP's own reads of the API server pass.
+		if r.Method == http.MethodGet && (r.Watch || strings.HasSuffix(r.Path, "/hostedclusters") && r.Query.Has("resourceVersion")) {
+			return faultproxy.Abort
 		}
 		return faultproxy.Pass
 	})
@@ -137,6 +139,18 @@ func TestCreateOnALaggingReplica(t *testing.T) {
 	})
 	if len(lock.OwnerReferences) != 1 || lock.OwnerReferences[0].Name != name {
 		t.Fatalf("the instance lock is owned by %v", lock.OwnerReferences)
+	}
+	// DCM deletes what it just created, through the replica that has not seen it: 204, not a 404 that would leave
+	// the cluster running while DCM believes it gone.
+	if code, _, raw := do(t, http.MethodDelete, lagging.URL+"/api/v1alpha1/clusters/"+id, "", nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE on the lagging replica: %d %s", code, raw)
+	}
+	if _, ok := lagging.App.Hub.Index().Get(id); ok {
+		t.Fatal("the lagging replica's cache caught up: the DELETE was not served from a lagging cache")
+	}
+	var hc hyperv1.HostedCluster
+	if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &hc); err != nil || hc.DeletionTimestamp == nil {
+		t.Fatalf("after the DELETE on the lagging replica: %v, deletion %v", err, hc.DeletionTimestamp)
 	}
 	px.SetRule(nil)
 	deleteAndWait(t, a, ns, id, name)

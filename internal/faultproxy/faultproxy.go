@@ -36,6 +36,7 @@ const (
 // Request describes a request to a rule.
 type Request struct {
 	Method, Path string
+	Query        url.Values
 	Write        bool // POST, PUT, PATCH or DELETE
 	Watch        bool
 	Writes       int // writes passed so far, this one excluded
@@ -138,7 +139,7 @@ func isWrite(m string) bool {
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
-	req := Request{Method: r.Method, Path: r.URL.Path, Write: isWrite(r.Method), Watch: r.URL.Query().Get("watch") == "true" || strings.Contains(r.URL.Path, "/watch/"),
+	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Write: isWrite(r.Method), Watch: r.URL.Query().Get("watch") == "true" || strings.Contains(r.URL.Path, "/watch/"),
 		Writes: int(p.writes.Load())}
 	p.mu.Lock()
 	verdict := p.rule(req)

@@ -357,6 +357,20 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 	return nil, err
 }
 
+// liveHostedCluster reads this provider's HostedCluster of an instance from the API server (nil: there is none).
+func (s *Service) liveHostedCluster(ctx context.Context, id string) (*hyperv1.HostedCluster, error) {
+	var list hyperv1.HostedClusterList
+	if err := s.hub.Client.List(ctx, &list, client.InNamespace(s.hub.Namespace()), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
+		return nil, clusters.Internal(err, "looking up cluster %s", id)
+	}
+	for i := range list.Items {
+		if meta.Ours(s.cfg.Provider, list.Items[i].Labels) {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
 // liveView is an instance's view read from the API server (its HostedCluster, and its NodePool when there is one),
 // for a replica whose cache has not seen it yet.
 // LiveView reads an instance's HostedCluster (by hc's name) and its NodePool from the API server; the view's
@@ -629,11 +643,21 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	}
 	unlock := s.locks.lock("id/" + id)
 	defer unlock()
-	v, ok := s.hub.Index().Get(id)
-	if !ok || v.Gone() {
-		return clusters.NotFound("cluster %s not found", id)
+	var hc *hyperv1.HostedCluster
+	if v, ok := s.hub.Index().Get(id); ok && !v.Gone() {
+		hc = v.HostedCluster
+	} else {
+		// Created moments ago through another replica, this one's cache may not show it yet: a 404 here would
+		// leave a cluster DCM believes deleted. Ask the API server before answering.
+		live, err := s.liveHostedCluster(ctx, id)
+		if err != nil {
+			return err
+		}
+		if live == nil {
+			return clusters.NotFound("cluster %s not found", id)
+		}
+		hc = live
 	}
-	hc := v.HostedCluster
 	if hc.DeletionTimestamp != nil {
 		return nil // already being deleted: 204 again
 	}
