@@ -111,24 +111,23 @@ func Order(objs []unstructured.Unstructured) []unstructured.Unstructured {
 	done := map[types.UID]bool{}
 	out := make([]unstructured.Unstructured, 0, len(in))
 	for len(out) < len(in) {
-		progressed := false
-		for _, o := range in {
-			if done[o.GetUID()] || !ownersDone(o, present, done) {
-				continue
+		next := -1
+		for i, o := range in { // the earliest object whose owners are all placed
+			if !done[o.GetUID()] && ownersDone(o, present, done) {
+				next = i
+				break
 			}
-			done[o.GetUID()] = true
-			out = append(out, o)
-			progressed = true
 		}
-		if !progressed { // a cycle: take the first remaining object
-			for _, o := range in {
+		if next < 0 { // a cycle: take the earliest remaining object
+			for i, o := range in {
 				if !done[o.GetUID()] {
-					done[o.GetUID()] = true
-					out = append(out, o)
+					next = i
 					break
 				}
 			}
 		}
+		done[in[next].GetUID()] = true
+		out = append(out, in[next])
 	}
 	return out
 }
