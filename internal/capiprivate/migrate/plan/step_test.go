@@ -460,3 +460,26 @@ func TestReadState(t *testing.T) {
 		t.Errorf("MergePatch %v", mp)
 	}
 }
+
+func TestQueue(t *testing.T) {
+	legacy := State{Legacy: true}
+	cs := []Candidate{
+		{Namespace: "b", Name: "young", Created: t0.Add(time.Hour), State: legacy},
+		{Namespace: "a", Name: "old", Created: t0, State: legacy},
+		{Namespace: "a", Name: "also-old", Created: t0, State: legacy},
+		{Namespace: "c", Name: "running", Created: t0.Add(2 * time.Hour), State: State{Legacy: true, Locked: true, Phase: PhaseCopying}},
+		{Namespace: "c", Name: "failed", Created: t0, State: State{Legacy: true, Failed: "x"}},
+		{Namespace: "c", Name: "private", Created: t0, State: State{PrivateTypes: true}},
+		{Namespace: "c", Name: "unclassified", Created: t0},
+		{Namespace: "c", Name: "deleting", Created: t0, State: State{Legacy: true, Deleting: true}},
+		{Namespace: "c", Name: "cleaning", Created: t0.Add(3 * time.Hour), State: State{PrivateTypes: true, Locked: true, Phase: PhaseCleaningUp}},
+	}
+	var got []string
+	for _, c := range Queue(cs) {
+		got = append(got, c.Key())
+	}
+	want := []string{"c/running", "c/cleaning", "a/also-old", "a/old", "b/young"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Queue = %v, want %v", got, want)
+	}
+}
