@@ -25,7 +25,9 @@ import (
 // that changed in between is looked at again rather than misclassified.
 type Classifier struct {
 	// Client must be uncached (the migrator's).
-	Client   client.Client
+	Client client.Client
+	// Namespace limits it to the HostedClusters of one namespace ("" = all).
+	Namespace string
 	Mapping  *groups.Mapping
 	Recorder record.EventRecorder
 	Log      logr.Logger
@@ -65,6 +67,9 @@ func (c *Classifier) hasCluster(ctx context.Context, namespace string, gvk schem
 
 // Reconcile classifies one HostedCluster.
 func (c *Classifier) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if c.Namespace != "" && req.Namespace != c.Namespace {
+		return reconcile.Result{}, nil
+	}
 	hc := &hyperv1.HostedCluster{}
 	if err := c.Client.Get(ctx, req.NamespacedName, hc); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)

@@ -52,6 +52,9 @@ func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 				twins = append(twins, g.private[i])
 			}
 		}
+		if m.opts.Config.EnhancementRollbackOrder {
+			return m.deleteLikeTheEnhancement(ctx, twins)
+		}
 		return m.remove(ctx, twins)
 	case plan.RestoreLegacy:
 		if err := m.opts.Switcher.RestoreLegacy(ctx, ns); err != nil {
@@ -178,6 +181,20 @@ func (m *Migrator) remove(ctx context.Context, objs []unstructured.Unstructured)
 		}
 		if err == nil {
 			m.opts.Metrics.OldObjectsDeleted.WithLabelValues(o.GetKind()).Inc()
+		}
+	}
+	return nil
+}
+
+// deleteLikeTheEnhancement is the enhancement's rollback step "delete the private objects": a plain delete, left
+// to the finalizers of whatever runs. Only plan.Config.EnhancementRollbackOrder uses it, to show what it does.
+func (m *Migrator) deleteLikeTheEnhancement(ctx context.Context, objs []unstructured.Unstructured) error {
+	for i := range objs {
+		if objs[i].GetDeletionTimestamp() != nil {
+			continue
+		}
+		if err := m.c.Delete(ctx, &objs[i]); client.IgnoreNotFound(err) != nil {
+			return err
 		}
 	}
 	return nil

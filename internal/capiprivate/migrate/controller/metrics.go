@@ -2,6 +2,7 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
@@ -71,3 +72,6 @@ func (m *Metrics) setPhase(namespace, name string, phase plan.Phase) {
 		m.Phase.WithLabelValues(namespace, name, string(p)).Set(v)
 	}
 }
+
+// ctrlRegistry is controller-runtime's registry, served on the manager's metrics endpoint.
+func ctrlRegistry() prometheus.Registerer { return ctrlmetrics.Registry }

@@ -72,6 +72,8 @@ type Options struct {
 	Kinds []schema.GroupVersionKind
 	// Switcher moves the controllers (a DeploymentSwitcher over DefaultDeployments).
 	Switcher Switcher
+	// Namespace limits the migrator and the classifier to the HostedClusters of one namespace ("" = all).
+	Namespace string
 	// ProbeNamespace is where the conversion probe runs ("default").
 	ProbeNamespace string
 	// Metrics (NewMetrics(nil) when nil: kept but not exported).
@@ -169,7 +171,7 @@ const maxStepsPerPass = 200
 // one that has work until it has to wait.
 func (m *Migrator) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	hcs := &hyperv1.HostedClusterList{}
-	if err := m.c.List(ctx, hcs); err != nil {
+	if err := m.c.List(ctx, hcs, client.InNamespace(m.opts.Namespace)); err != nil {
 		return reconcile.Result{}, err
 	}
 	m.gauges(hcs.Items)
