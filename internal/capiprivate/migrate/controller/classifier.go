@@ -28,9 +28,9 @@ type Classifier struct {
 	Client client.Client
 	// Namespace limits it to the HostedClusters of one namespace ("" = all).
 	Namespace string
-	Mapping  *groups.Mapping
-	Recorder record.EventRecorder
-	Log      logr.Logger
+	Mapping   *groups.Mapping
+	Recorder  record.EventRecorder
+	Log       logr.Logger
 }
 
 var standardCluster = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "ClusterList"}

@@ -699,7 +699,9 @@ func TestClassifierAndScopes(t *testing.T) {
 			}
 		}
 	})
-	r.waitAnnotations("classified legacy", time.Minute, func(a map[string]string) bool { return a[plan.ScopeAnnotation] == plan.ScopeLegacy || a[plan.InProgressAnnotation] == "true" })
+	r.waitAnnotations("classified legacy", time.Minute, func(a map[string]string) bool {
+		return a[plan.ScopeAnnotation] == plan.ScopeLegacy || a[plan.InProgressAnnotation] == "true"
+	})
 	bornKey := types.NamespacedName{Namespace: r.ns, Name: "zeta"}
 	testwait.For(t, time.Minute, "the new HostedCluster classified private", func() bool {
 		h := &hyperv1.HostedCluster{}
