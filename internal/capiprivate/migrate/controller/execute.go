@@ -46,9 +46,15 @@ func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 	case plan.RepointToOld:
 		return m.repoint(ctx, ns, g.twins.Invert(g.old))
 	case plan.DeleteTwins:
+		// The twins are the private objects named like an old one; born objects are kept (only a running
+		// provider could release their instances).
 		var twins []unstructured.Unstructured
+		isTwin := map[types.UID]bool{}
+		for _, r := range g.twins {
+			isTwin[r.UID] = true
+		}
 		for i := range g.private {
-			if g.private[i].GetAnnotations()[plan.IDAnnotation] == s.ID && g.private[i].GetAnnotations()[plan.MigratedFromUIDAnnotation] != "" {
+			if isTwin[g.private[i].GetUID()] {
 				twins = append(twins, g.private[i])
 			}
 		}

@@ -311,7 +311,7 @@ func (m *Migrator) transition(hc *hyperv1.HostedCluster, s, after plan.State, a 
 		case plan.PhaseNone:
 		case plan.PhaseRollingBack:
 			met.Rollbacks.WithLabelValues(after.Rollback).Inc()
-			ev("Warning", "MigrationRollingBack", fmt.Sprintf("rolling back from %s: %s", after.RollbackFrom, after.Rollback))
+			ev("Warning", "MigrationRollingBack", fmt.Sprintf("rolling back from %s: %s", after.RollbackFrom, a.Why))
 		default:
 			ev("Normal", "MigrationPhase", fmt.Sprintf("phase %s", after.Phase))
 		}
@@ -371,7 +371,7 @@ func (m *Migrator) readGraph(ctx context.Context, namespace, id string) (graph, 
 	if g.private, err = m.listKinds(ctx, namespace, true); err != nil {
 		return g, err
 	}
-	g.twins, _ = plan.Twins(g.private, id)
+	g.twins = plan.Twins(g.old, g.private)
 	return g, nil
 }
 
@@ -439,7 +439,7 @@ func (m *Migrator) observe(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 			o.VerifyProblems = m.copier.Verify(g.old, g.private, s.ID)
 		}
 	case plan.PhaseResuming:
-		o.BornObjects = plan.Born(g.private)
+		o.BornObjects = plan.Born(g.old, g.private)
 		o.Unhealthy = unhealthy(g, w)
 	case plan.PhaseRollingBack:
 		twinUIDs := map[types.UID]bool{}

@@ -47,34 +47,36 @@ func (m UIDMap) Invert(old []unstructured.Unstructured) UIDMap {
 	return out
 }
 
-// Twins indexes the private objects of run id by the UID they were copied from (MigratedFromUIDAnnotation). Objects
-// of another run, or born ones (no annotation), are not twins. Duplicates lists old UIDs with more than one twin:
-// the run must never make two, and Verify reports them.
-func Twins(private []unstructured.Unstructured, id string) (m UIDMap, duplicates []types.UID) {
-	m = UIDMap{}
+// Twins maps each standard object to its private twin: the private object of the same kind and name in the
+// namespace (the copy keeps names, and a name is unique per kind). The match deliberately does not rely on
+// MigratedFromUIDAnnotation: once the private Cluster is unpaused, CAPI's MachineDeployment controller rewrites
+// its MachineSets' annotations from the MachineDeployment's, so a MachineSet twin then carries its
+// MachineDeployment's migrated-from-uid. The annotation is kept for people; the map is by name.
+func Twins(old, private []unstructured.Unstructured) UIDMap {
+	byName := map[string]*unstructured.Unstructured{}
 	for i := range private {
-		o := &private[i]
-		from := types.UID(o.GetAnnotations()[MigratedFromUIDAnnotation])
-		if from == "" || o.GetAnnotations()[IDAnnotation] != id {
-			continue
-		}
-		if _, dup := m[from]; dup {
-			duplicates = append(duplicates, from)
-			continue
-		}
-		m[from] = RefOf(o)
+		byName[private[i].GetKind()+"/"+private[i].GetName()] = &private[i]
 	}
-	slices.Sort(duplicates)
-	return m, duplicates
+	m := UIDMap{}
+	for i := range old {
+		if p, ok := byName[old[i].GetKind()+"/"+old[i].GetName()]; ok {
+			m[old[i].GetUID()] = RefOf(p)
+		}
+	}
+	return m
 }
 
-// Born lists the private objects that are neither twins of run id nor were present before it (no
-// MigratedFromUIDAnnotation): created by a controller since. Sorted "Kind/name".
-func Born(private []unstructured.Unstructured) []string {
+// Born lists the private objects that are no twin of a standard object: created by a controller since the copy.
+// Sorted "Kind/name".
+func Born(old, private []unstructured.Unstructured) []string {
+	names := map[string]bool{}
+	for i := range old {
+		names[old[i].GetKind()+"/"+old[i].GetName()] = true
+	}
 	var out []string
 	for i := range private {
-		if private[i].GetAnnotations()[MigratedFromUIDAnnotation] == "" {
-			out = append(out, private[i].GetKind()+"/"+private[i].GetName())
+		if k := private[i].GetKind() + "/" + private[i].GetName(); !names[k] {
+			out = append(out, k)
 		}
 	}
 	slices.Sort(out)
@@ -338,11 +340,8 @@ func NamesAny(refs []metav1.OwnerReference, m UIDMap) bool {
 // same name, labels, finalizers and annotations (plus the two the copy adds), spec and status equal to the old
 // ones translated (observedGeneration aside), and owners pointing at twins. It returns the problems found, sorted.
 func (c *Copier) Verify(old, private []unstructured.Unstructured, id string) []string {
-	m, dups := Twins(private, id)
+	m := Twins(old, private)
 	var problems []string
-	for _, d := range dups {
-		problems = append(problems, fmt.Sprintf("more than one twin of uid %s", d))
-	}
 	byUID := map[types.UID]*unstructured.Unstructured{}
 	for i := range private {
 		byUID[private[i].GetUID()] = &private[i]
@@ -366,6 +365,9 @@ func (c *Copier) Verify(old, private []unstructured.Unstructured, id string) []s
 		}
 		if !equality.Semantic.DeepEqual(tw.GetLabels(), o.GetLabels()) && len(tw.GetLabels())+len(o.GetLabels()) > 0 {
 			problems = append(problems, what+": labels differ")
+		}
+		if tw.GetAnnotations()[IDAnnotation] != id {
+			problems = append(problems, what+": twin is not of run "+id)
 		}
 		if !equality.Semantic.DeepEqual(tw.GetAnnotations(), want.Object.GetAnnotations()) {
 			problems = append(problems, what+": annotations differ")

@@ -235,21 +235,30 @@ func TestTwinsAndMissingAndBorn(t *testing.T) {
 	c := NewCopier(groups.Default)
 	old := graph()
 	twins, _ := copyAll(t, c, old)
-	m, dups := Twins(twins, "run1")
-	if len(m) != len(old) || len(dups) != 0 {
-		t.Fatalf("Twins: %d, dups %v", len(m), dups)
+	m := Twins(old, twins)
+	if len(m) != len(old) {
+		t.Fatalf("Twins: %d", len(m))
 	}
-	if other, _ := Twins(twins, "run2"); len(other) != 0 {
-		t.Errorf("twins of another run counted: %d", len(other))
+	for _, o := range old {
+		if got := m[o.GetUID()]; got.UID != types.UID("new-"+string(o.GetUID())) || got.Kind != o.GetKind() {
+			t.Errorf("twin of %s: %+v", o.GetName(), got)
+		}
 	}
-	dup := twins[2].DeepCopy()
-	dup.SetUID("dup")
+	// A MachineSet twin whose annotations a controller rewrote is still its old object's twin.
+	rewritten := make([]unstructured.Unstructured, len(twins))
+	copy(rewritten, twins)
+	ms := kind(rewritten, "MachineSet").DeepCopy()
+	ms.SetAnnotations(map[string]string{MigratedFromUIDAnnotation: "u-md"})
+	*kind(rewritten, "MachineSet") = *ms
+	if got := Twins(old, rewritten)["u-ms"]; got.UID != "new-u-ms" {
+		t.Errorf("MachineSet with rewritten annotations: %+v", got)
+	}
 	born := obj(prvCore, "Machine", "new", "u-born", 9)
-	if _, d := Twins(append(twins, *dup), "run1"); len(d) != 1 {
-		t.Errorf("duplicate not reported: %v", d)
-	}
-	if b := Born(append(twins, born)); len(b) != 1 || b[0] != "Machine/new" {
+	if b := Born(old, append(twins, born)); len(b) != 1 || b[0] != "Machine/new" {
 		t.Errorf("Born %v", b)
+	}
+	if b := Born(old, twins); len(b) != 0 {
+		t.Errorf("Born of a clean copy %v", b)
 	}
 	partial := UIDMap{"u-cluster": m["u-cluster"]}
 	if miss := Missing(old, partial); len(miss) != len(old)-1 || miss[0].GetKind() != "KubevirtMachineTemplate" || miss[len(miss)-1].GetKind() != "KubevirtCluster" {
@@ -320,10 +329,11 @@ func TestVerify(t *testing.T) {
 			kind(tw, "Machine").SetOwnerReferences(r)
 			return tw
 		},
-		"more than one twin": func(tw []unstructured.Unstructured) []unstructured.Unstructured {
-			d := tw[0].DeepCopy()
-			d.SetUID("dup")
-			return append(tw, *d)
+		"not of run run1": func(tw []unstructured.Unstructured) []unstructured.Unstructured {
+			a := tw[0].GetAnnotations()
+			a[IDAnnotation] = "run0"
+			tw[0].SetAnnotations(a)
+			return tw
 		},
 	}
 	for want, f := range mutate {

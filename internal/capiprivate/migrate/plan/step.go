@@ -298,7 +298,9 @@ func resume(s State, o Observation, c Config, age time.Duration) Action {
 		return Action{Kind: UnpausePrivate, Why: "unpause the private Cluster"}
 	case o.Unhealthy != "":
 		if age > c.ResumeTimeout {
-			return beginRollback(s, o, ReasonHealthCheckTimeout)
+			a := beginRollback(s, o, ReasonHealthCheckTimeout)
+			a.Why += " (" + o.Unhealthy + ")"
+			return a
 		}
 		a := wait(c.Poll, "not green: "+o.Unhealthy)
 		if !s.GreenSince.IsZero() {
