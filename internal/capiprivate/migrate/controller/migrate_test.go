@@ -134,7 +134,7 @@ func (r *rig) start(mutate func(*controller.RunOptions)) {
 					hook(a)
 				}
 			}},
-		LeaderElection: true, LeaderElectionNamespace: r.ns,
+		LeaderElection: true, LeaderElectionNamespace: r.ns, SkipNameValidation: true,
 	}
 	o.Log = testr.NewWithOptions(r.t, testr.Options{Verbosity: 1})
 	if mutate != nil {

@@ -8,8 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -25,6 +27,9 @@ type RunOptions struct {
 	MetricsAddr, HealthAddr string
 	// Registry the migration metrics are registered with (nil: controller-runtime's, served on MetricsAddr).
 	Registry prometheus.Registerer
+	// SkipNameValidation lets one process start the manager more than once (tests, dev): controller-runtime
+	// otherwise refuses a second controller of the same name.
+	SkipNameValidation bool
 	// Client, when set, replaces the uncached client built from the config (tests inject faults through it).
 	Client client.Client
 }
@@ -51,7 +56,8 @@ func Start(ctx context.Context, cfg *rest.Config, o RunOptions) (*Running, error
 		}(),
 		LeaderElection: o.LeaderElection, LeaderElectionID: LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace, LeaderElectionReleaseOnCancel: true,
-		Logger: o.Log,
+		Logger:     o.Log,
+		Controller: config.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},
 	}
 	if o.Log.GetSink() == nil {
 		mopts.Logger = ctrl.Log.WithName("capi-private-migrate")
