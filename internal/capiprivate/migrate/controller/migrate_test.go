@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -580,6 +582,10 @@ func TestRollbackOrderAfterResume(t *testing.T) {
 			r.start(func(o *controller.RunOptions) { o.Config = cfg })
 			if tc.enhancement {
 				testwait.For(t, 4*time.Minute, "the enhancement's rollback to delete an instance", func() bool { return r.ledger().Deletes > 0 })
+				testwait.For(t, time.Minute, "the enhancement's DeleteTwins to have run", func() bool { return slices.Contains(r.kinds(), plan.DeleteTwins) })
+				if k := r.kinds(); slices.Index(k, plan.DeleteTwins) < slices.Index(k, plan.UnpausePrivate) || slices.Contains(k[:slices.Index(k, plan.DeleteTwins)], plan.StopProxied) {
+					t.Errorf("not the enhancement's order: %v", k)
+				}
 				t.Logf("enhancement order: ledger %s after actions %v", r.ledger(), r.kinds())
 				return
 			}
@@ -726,5 +732,110 @@ func TestClassifierAndScopes(t *testing.T) {
 	}
 	if harness.Reconciles.Count("legacy-"+r.ns, r.key) == 0 || harness.Reconciles.Count("private-"+r.ns, r.key) == 0 {
 		t.Errorf("legacy %d, private %d reconciles of %s: want both (before and after)", harness.Reconciles.Count("legacy-"+r.ns, r.key), harness.Reconciles.Count("private-"+r.ns, r.key), r.key)
+	}
+}
+
+// TestFailuresMidMigration: the conversion webhook goes down mid-migration, or the HostedCluster is deleted
+// (HyperShift keeps it with its finalizer while it cleans up) — both before Committed, so the run rolls back;
+// either way no instance is deleted and the cluster is legacy and healthy again.
+func TestFailuresMidMigration(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reason string
+		inject func(t *testing.T, r *rig)
+	}{
+		{"webhook down", plan.ReasonWebhookUnavailable, func(t *testing.T, r *rig) {
+			env.SetWebhookDown(true)
+			t.Cleanup(func() { env.SetWebhookDown(false) })
+		}},
+		{"hostedcluster deleted", plan.ReasonHostedClusterDeleted, func(t *testing.T, r *rig) {
+			hc := &hyperv1.HostedCluster{}
+			if err := harness.Client.Get(context.Background(), r.key, hc); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := harness.Client.Delete(context.Background(), hc); err != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const mds, machines = 1, 2
+			name := strings.ReplaceAll(tc.name, " ", "-")
+			r := newRig(t, name, mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
+			// HyperShift's finalizer keeps a deleted HostedCluster until its cleanup is done.
+			const fin = "hypershift.openshift.io/finalizer"
+			hc := &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name}}
+			if err := harness.Client.Patch(t.Context(), hc, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+fin+`"]}}`))); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = harness.Client.Patch(context.Background(), hc, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+			})
+			var once sync.Once
+			r.mu.Lock()
+			r.hook = func(a plan.Action) {
+				if a.Kind == plan.CopyTwins {
+					once.Do(func() { tc.inject(t, r) })
+				}
+			}
+			r.mu.Unlock()
+			cfg := testConfig()
+			cfg.WebhookGrace = 3 * time.Second
+			r.start(func(o *controller.RunOptions) { o.Config = cfg })
+			a := r.waitAnnotations("rolled back", 4*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
+			if a[plan.FailedAnnotation] != tc.reason || a[plan.ScopeAnnotation] != plan.ScopeLegacy || a[plan.InProgressAnnotation] != "" {
+				t.Errorf("annotations %v, want migration-failed %s", a, tc.reason)
+			}
+			for _, k := range graphKinds {
+				if n := len(r.list(capitest.PrivateGroups, k)); n != 0 {
+					t.Errorf("%d private %s left", n, k)
+				}
+			}
+			if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.hc.WaitMachinesRunning(t.Context(), capitest.StandardGroups, machines, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
+				t.Errorf("ledger %s", s)
+			}
+			if err := safeOrder(r.kinds()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestMigrationScale measures a migration at the sizes in MIGRATE_SCALE (comma-separated Machine counts, in
+// MachineDeployments of 10; skipped when unset): the time from start to done and the window during which no
+// MachineDeployment could scale (standard Cluster paused → private Cluster unpaused), with the default windows
+// shortened as in the other tests. Every size must migrate with no instance churn.
+func TestMigrationScale(t *testing.T) {
+	sizes := os.Getenv("MIGRATE_SCALE")
+	if sizes == "" {
+		t.Skip("set MIGRATE_SCALE=10,50,200 to measure")
+	}
+	for _, f := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			t.Fatalf("MIGRATE_SCALE %q", sizes)
+		}
+		t.Run(f, func(t *testing.T) {
+			per := min(n, 10)
+			mds := (n + per - 1) / per
+			began := time.Now()
+			r := newRig(t, fmt.Sprintf("scale-%d", n), mds, per, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
+			provisioned := time.Since(began)
+			begin := time.Now()
+			r.start(nil)
+			r.waitAnnotations("migrated", 30*time.Minute, migrated)
+			took := time.Since(begin)
+			window := r.actionTime(plan.UnpausePrivate).Sub(r.actionTime(plan.PauseLegacyCluster))
+			r.checkMigrated(expectedCounts(mds, per, true), mds*per)
+			t.Logf("FIGURE %d Machines (%d MachineDeployments): provisioned in %s, migrated in %s, no scaling for %s",
+				mds*per, mds, provisioned.Round(time.Second), took.Round(100*time.Millisecond), window.Round(100*time.Millisecond))
+		})
 	}
 }
