@@ -167,6 +167,9 @@ func (m *Migrator) remove(ctx context.Context, objs []unstructured.Unstructured)
 	slices.Reverse(ordered)
 	for i := range ordered {
 		o := &ordered[i]
+		if o.GetDeletionTimestamp() != nil && len(o.GetFinalizers()) == 0 {
+			continue
+		}
 		keep := slices.DeleteFunc(slices.Clone(o.GetFinalizers()), func(f string) bool { return !slices.Contains(gcFinalizers, f) })
 		if len(keep) != len(o.GetFinalizers()) {
 			body := map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": o.GetResourceVersion()}}
@@ -179,6 +182,9 @@ func (m *Migrator) remove(ctx context.Context, objs []unstructured.Unstructured)
 				}
 				return fmt.Errorf("stripping finalizers of %s %s: %w", o.GetKind(), o.GetName(), err)
 			}
+		}
+		if o.GetDeletionTimestamp() != nil {
+			continue // already deleted: the garbage collector finishes it
 		}
 		uid := o.GetUID()
 		err := m.c.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationOrphan), client.Preconditions{UID: &uid})

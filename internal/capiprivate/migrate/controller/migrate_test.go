@@ -344,6 +344,7 @@ func TestMigrateEndToEnd(t *testing.T) {
 	if got := r.count(capitest.StandardGroups); !mapsEqual(got, wantCounts) {
 		t.Fatalf("legacy objects %v, want %v", got, wantCounts)
 	}
+	oldCluster := r.list(capitest.StandardGroups, "Cluster")[0]
 	begin := time.Now()
 	r.start(nil)
 	seenLocked := false
@@ -360,6 +361,17 @@ func TestMigrateEndToEnd(t *testing.T) {
 		t.Errorf("actions %v, want %v", got, want)
 	}
 	r.checkMigrated(wantCounts, mds*machines)
+	// managedFields came along, their apiVersions translated.
+	newCluster := r.list(capitest.PrivateGroups, "Cluster")[0]
+	managers := map[string]string{}
+	for _, f := range newCluster.GetManagedFields() {
+		managers[f.Manager+"/"+string(f.Operation)] = f.APIVersion
+	}
+	for _, f := range oldCluster.GetManagedFields() {
+		if v, ok := managers[f.Manager+"/"+string(f.Operation)]; !ok || !strings.HasPrefix(v, "cluster.hypershift.openshift.io/") {
+			t.Errorf("managedFields of %s (%s) not on the twin: %v", f.Manager, f.Operation, managers)
+		}
+	}
 	window := r.actionTime(plan.UnpausePrivate).Sub(r.actionTime(plan.PauseLegacyCluster))
 	t.Logf("migration of %d Machines took %s; MachineDeployments could not scale for %s (pause → unpause)", mds*machines, took.Round(time.Millisecond), window.Round(time.Millisecond))
 

@@ -424,8 +424,26 @@ func (m *Migrator) observe(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 	o.Switched, o.WorkloadsAvailable = w.Switched, w.Available
 	o.ProxiedReplicas, o.ProxiedPods = w.ProxiedReplicas, w.ProxiedPods
 	o.Fingerprint = plan.Fingerprint(g.old)
-	o.OldObjects = len(g.old)
-	o.Twins = len(g.twins)
+	for i := range g.old {
+		if g.old[i].GetDeletionTimestamp() != nil {
+			o.OldDeleting++
+		} else {
+			o.OldObjects++
+		}
+	}
+	deleting := map[types.UID]bool{}
+	for i := range g.private {
+		if g.private[i].GetDeletionTimestamp() != nil {
+			deleting[g.private[i].GetUID()] = true
+		}
+	}
+	for _, r := range g.twins {
+		if deleting[r.UID] {
+			o.TwinsDeleting++
+		} else {
+			o.Twins++
+		}
+	}
 	o.MissingTwins = len(plan.Missing(g.old, g.twins)) + m.statusPending(g)
 	o.LegacyRestored = w.Restored && (clusterOf(g.old) == nil || !paused(clusterOf(g.old)))
 	switch s.Phase {

@@ -105,16 +105,18 @@ type Observation struct {
 	// BornObjects are private objects without MigratedFromUIDAnnotation: created by a controller after Resuming.
 	BornObjects []string
 
-	// OldObjects are the standard objects still present (CleaningUp deletes them).
-	OldObjects int
+	// OldObjects are the standard objects still present and not yet being deleted (CleaningUp removes them);
+	// OldDeleting those already deleted and waiting for the garbage collector's orphan finalizer.
+	OldObjects, OldDeleting int
 
 	// ProxiedReplicas is the desired replicas of Deployments with the proxy injected, ProxiedPods their pods.
 	ProxiedReplicas int
 	ProxiedPods     int
 	// TwinDependents are objects other than twins whose ownerReferences name a twin.
 	TwinDependents int
-	// Twins are the private twins of this run still present.
-	Twins int
+	// Twins are the private twins of this run still present and not yet being deleted; TwinsDeleting those
+	// already deleted and waiting for the garbage collector (or, in the enhancement's order, for controllers).
+	Twins, TwinsDeleting int
 	// LegacyRestored: no Deployment has the proxy injected, every recorded replica count is restored and the
 	// standard Cluster is unpaused.
 	LegacyRestored bool
@@ -234,6 +236,8 @@ func Step(s State, o Observation, c Config) Action {
 			return wait(c.Poll, fmt.Sprintf("%d pods still run without the proxy", o.LegacyPods))
 		case o.OldObjects > 0:
 			return Action{Kind: DeleteOld, Why: fmt.Sprintf("%d standard objects left", o.OldObjects)}
+		case o.OldDeleting > 0:
+			return wait(min(c.Poll, time.Second), fmt.Sprintf("%d standard objects being removed by the garbage collector", o.OldDeleting))
 		}
 		return Action{Kind: Persist, Changes: finish(), Why: "migrated"}
 	}
@@ -342,6 +346,8 @@ func rollback(s State, o Observation, c Config) Action {
 		return Action{Kind: RepointToOld, Why: fmt.Sprintf("%d objects are owned by twins", o.TwinDependents)}
 	case o.Twins > 0:
 		return Action{Kind: DeleteTwins, Why: fmt.Sprintf("%d twins left", o.Twins)}
+	case o.TwinsDeleting > 0:
+		return wait(min(c.Poll, time.Second), fmt.Sprintf("%d twins being removed", o.TwinsDeleting))
 	case !o.LegacyRestored:
 		return Action{Kind: RestoreLegacy, Why: "give the cluster back to the legacy controllers"}
 	}
@@ -363,6 +369,8 @@ func enhancementRollback(s State, o Observation, c Config) Action {
 		return Action{Kind: RepointToOld, Why: "(enhancement order) repoint"}
 	case o.Twins > 0:
 		return Action{Kind: DeleteTwins, Why: "(enhancement order) delete the private objects first"}
+	case o.TwinsDeleting > 0:
+		return wait(min(c.Poll, time.Second), "(enhancement order) the private objects' deletion is under way")
 	case o.ProxiedReplicas > 0:
 		return Action{Kind: StopProxied, Why: "(enhancement order) stop the proxied controllers"}
 	}
