@@ -362,7 +362,7 @@ func (m *Migrator) listKinds(ctx context.Context, namespace string, private bool
 	return out, nil
 }
 
-func (m *Migrator) readGraph(ctx context.Context, namespace, id string) (graph, error) {
+func (m *Migrator) readGraph(ctx context.Context, namespace string) (graph, error) {
 	var g graph
 	var err error
 	if g.old, err = m.listKinds(ctx, namespace, false); err != nil {
@@ -399,7 +399,7 @@ func (m *Migrator) webhookHealthy(ctx context.Context) bool {
 func (m *Migrator) observe(ctx context.Context, hc *hyperv1.HostedCluster, s plan.State) (plan.Observation, graph, error) {
 	ns := ControlPlaneNamespace(hc)
 	o := plan.Observation{Now: m.opts.Now(), NewID: m.opts.NewID()}
-	g, err := m.readGraph(ctx, ns, s.ID)
+	g, err := m.readGraph(ctx, ns)
 	if err != nil {
 		return o, g, err
 	}
