@@ -61,7 +61,13 @@ type rig struct {
 	mu      sync.Mutex
 	actions []timedAction
 	hook    func(plan.Action) // called after each executed action
+	all     []hcAction        // every executed action of every HostedCluster
 	before  []capitest.MachineState
+}
+
+type hcAction struct {
+	hc types.NamespacedName
+	at time.Time
 }
 
 type timedAction struct {
@@ -125,6 +131,9 @@ func (r *rig) start(mutate func(*controller.RunOptions)) {
 	o := controller.RunOptions{
 		Options: controller.Options{Config: testConfig(), Metrics: r.metrics, ProbeNamespace: r.ns, Namespace: r.ns,
 			AfterAction: func(hc types.NamespacedName, p plan.Phase, a plan.Action) {
+				r.mu.Lock()
+				r.all = append(r.all, hcAction{hc: hc, at: time.Now()})
+				r.mu.Unlock()
 				if hc != r.key {
 					return
 				}
@@ -849,5 +858,54 @@ func TestMigrationScale(t *testing.T) {
 			t.Logf("FIGURE %d Machines (%d MachineDeployments): provisioned in %s, migrated in %s, no scaling for %s",
 				mds*per, mds, provisioned.Round(time.Second), took.Round(100*time.Millisecond), window.Round(100*time.Millisecond))
 		})
+	}
+}
+
+// TestTwoHostedClustersInSequence is S13's first case: two legacy hosted clusters migrate strictly one after the
+// other, the older one first (the ordering policy), each without instance churn.
+func TestTwoHostedClustersInSequence(t *testing.T) {
+	const mds, machines = 1, 2
+	r := newRig(t, "first", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
+	spec := capitest.LegacyHostedCluster(r.ns, "second", mds, machines)
+	spec.Annotations = map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}
+	second, err := harness.CreateHostedCluster(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = harness.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: second.Namespace()}})
+	})
+	if _, err := second.WaitMachinesRunning(t.Context(), capitest.StandardGroups, machines, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r.start(nil)
+	secondKey := types.NamespacedName{Namespace: r.ns, Name: "second"}
+	testwait.For(t, 4*time.Minute, "both HostedClusters migrated", func() bool {
+		h := &hyperv1.HostedCluster{}
+		return migrated(r.annotations()) && harness.Client.Get(t.Context(), secondKey, h) == nil && migrated(h.Annotations)
+	})
+	r.mu.Lock()
+	all := slices.Clone(r.all)
+	r.mu.Unlock()
+	span := map[types.NamespacedName][2]time.Time{}
+	for _, a := range all {
+		s, ok := span[a.hc]
+		if !ok {
+			s[0] = a.at
+		}
+		s[1] = a.at
+		span[a.hc] = s
+	}
+	f, s := span[r.key], span[secondKey]
+	if f[0].IsZero() || s[0].IsZero() {
+		t.Fatalf("actions: %v", span)
+	}
+	if !f[1].Before(s[0]) {
+		t.Errorf("runs overlap: first %s–%s, second %s–%s", f[0].Format(time.StampMilli), f[1].Format(time.StampMilli), s[0].Format(time.StampMilli), s[1].Format(time.StampMilli))
+	}
+	for _, hc := range []*capitest.HostedCluster{r.hc, second} {
+		if st := harness.Ledger.StatsFor(hc.Namespace()); st.Creates != machines || st.Deletes != 0 {
+			t.Errorf("%s: ledger %s", hc.Namespace(), st)
+		}
 	}
 }
