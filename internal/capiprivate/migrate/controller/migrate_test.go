@@ -909,3 +909,49 @@ func TestTwoHostedClustersInSequence(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIServerRestartMidMigration kills kube-apiserver right after the owners were re-pointed and starts it again
+// (same port, same etcd) while the migrator keeps running: its requests fail for a while, it retries from the
+// persisted phase, and the cluster ends migrated with no instance churn. It runs last: every component of the
+// harness sees the outage.
+func TestAPIServerRestartMidMigration(t *testing.T) {
+	const mds, machines = 1, 2
+	r := newRig(t, "restart", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
+	restarted := make(chan error, 1)
+	var once sync.Once
+	r.mu.Lock()
+	r.hook = func(a plan.Action) {
+		if a.Kind == plan.RepointToTwins {
+			once.Do(func() {
+				go func() {
+					if err := env.Hub.StopAPIServer(); err != nil {
+						restarted <- err
+						return
+					}
+					restarted <- env.Hub.StartAPIServer()
+				}()
+			})
+		}
+	}
+	r.mu.Unlock()
+	r.start(nil)
+	select {
+	case err := <-restarted:
+		if err != nil {
+			t.Fatalf("restarting kube-apiserver: %v", err)
+		}
+	case <-time.After(4 * time.Minute):
+		t.Fatalf("kube-apiserver not restarted; actions %v", r.kinds())
+	}
+	a := r.waitAnnotations("migrated or rolled back", 5*time.Minute, func(a map[string]string) bool {
+		return migrated(a) || a[plan.FailedAnnotation] != ""
+	})
+	if !migrated(a) {
+		t.Logf("rolled back after the restart: %s", a[plan.FailedAnnotation])
+		if s := r.ledger(); s.Deletes != 0 {
+			t.Errorf("ledger %s", s)
+		}
+		return
+	}
+	r.checkMigrated(expectedCounts(mds, machines, true), machines)
+}
