@@ -738,6 +738,10 @@ func TestClassifierAndScopes(t *testing.T) {
 		return harness.Client.Get(ctx, bornKey, h) == nil && scope.Private(h.Annotations)
 	})
 	r.waitAnnotations("migrated", 5*time.Minute, migrated)
+	// The private operator takes the HostedCluster over once it is unlocked and private.
+	testwait.For(t, time.Minute, "the private operator to reconcile the migrated HostedCluster", func() bool {
+		return harness.Reconciles.Count("private-"+r.ns, r.key) > 0
+	})
 	for _, e := range harness.Reconciles.Entries() {
 		switch e.HostedCluster {
 		case bornKey:
