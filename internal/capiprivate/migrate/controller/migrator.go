@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -160,9 +161,15 @@ func (m *Migrator) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("capi-private-migrator").
 		Watches(&hyperv1.HostedCluster{}, handler.EnqueueRequestsFromMapFunc(
 			func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{queueKey} })).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1,
+			// Failures (kube-apiserver down, conflicts) retry at most maxRetryDelay apart: the default limiter's
+			// backoff grows to 16 minutes, and nothing else would wake a run that is waiting on itself.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, maxRetryDelay)}).
 		Complete(m)
 }
+
+// maxRetryDelay caps the retry backoff after a failed pass.
+const maxRetryDelay = 10 * time.Second
 
 // maxStepsPerPass bounds the actions one reconcile executes before it yields.
 const maxStepsPerPass = 200
