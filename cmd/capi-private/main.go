@@ -1,6 +1,6 @@
 // Command capi-private keeps HyperShift's Cluster API objects in private API groups: `crds generate|install`
 // (the private CRDs), `webhook` (their conversion webhook), `proxy` (the group-renaming sidecar and its admission
-// side) and `migrate` (to come). The commands live in internal/capiprivate/cli. It shares no runtime package with
+// side) and `migrate` (the classifier and migrator, and `migrate status`). The commands live in internal/capiprivate/cli. It shares no runtime package with
 // acm-cluster-sp and links no test machinery: `dev` is in cmd/capi-private-dev (make run-capi).
 package main
 

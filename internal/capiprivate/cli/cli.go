@@ -1,5 +1,5 @@
-// Package cli is capi-private's command line: `crds generate|install`, `webhook`, `proxy`, and the `migrate`
-// command still to come; `dev` is in package devcmd, linked only into cmd/capi-private-dev. Commands parse flags and call into the other capiprivate packages; they hold no
+// Package cli is capi-private's command line: `crds generate|install`, `webhook`, `proxy` and `migrate
+// [status]`; `dev` is in package devcmd, linked only into cmd/capi-private-dev. Commands parse flags and call into the other capiprivate packages; they hold no
 // product logic.
 package cli
 
@@ -59,9 +59,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newCRDsCommand(), newWebhookCommand(), newProxyCommand(),
-		notImplemented("migrate", "Classify HostedClusters and migrate legacy ones to the private groups"),
-		devNotInThisBuild())
+	root.AddCommand(newCRDsCommand(), newWebhookCommand(), newProxyCommand(), newMigrateCommand(), devNotInThisBuild())
 	return root
 }
 
@@ -73,16 +71,6 @@ func devNotInThisBuild() *cobra.Command {
 		Short: "Everything on an embedded local hub (in bin/capi-private-dev: make run-capi)",
 		RunE: func(*cobra.Command, []string) error {
 			return errors.New("capi-private dev is not in this build: run `make run-capi` (bin/capi-private-dev, built from ./cmd/capi-private-dev with the dev machinery)")
-		},
-	}
-}
-
-func notImplemented(name, short string) *cobra.Command {
-	return &cobra.Command{
-		Use:   name,
-		Short: short + " (not implemented yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("capi-private %s: not implemented yet", name)
 		},
 	}
 }

@@ -25,11 +25,11 @@ func TestPlaceholders(t *testing.T) {
 	if code, _, stderr := run(t, "dev"); code != 1 || !strings.Contains(stderr, "make run-capi") {
 		t.Errorf("dev in the production build: exit %d, stderr %q", code, stderr)
 	}
-	for _, name := range []string{"migrate"} {
-		code, _, stderr := run(t, name)
-		if code != 1 || !strings.Contains(stderr, "not implemented yet") {
-			t.Errorf("%s: exit %d, stderr %q", name, code, stderr)
-		}
+	if code, _, stderr := run(t, "migrate"); code != 1 || !strings.Contains(stderr, "--leader-election-namespace") {
+		t.Errorf("migrate without a Lease namespace: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := run(t, "migrate", "--leader-election-namespace", "x", "--deployments", " , "); code != 1 || !strings.Contains(stderr, "--deployments") {
+		t.Errorf("migrate with no Deployments: exit %d, stderr %q", code, stderr)
 	}
 	if code, _, stderr := run(t, "webhook"); code != 1 || !strings.Contains(stderr, "--tls-cert-file") {
 		t.Errorf("webhook without TLS flags: exit %d, %q", code, stderr)

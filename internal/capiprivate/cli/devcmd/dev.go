@@ -31,6 +31,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
+	migratecontroller "github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
 	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
 )
@@ -64,6 +65,9 @@ type Options struct {
 	// LegacyClusters adds that many legacy hosted clusters (1 MachineDeployment × Machines each, standard groups,
 	// pods Direct, annotated scope: legacy): what `migrate` starts from.
 	LegacyClusters int
+	// Migrate runs `capi-private migrate` (classifier and migrator) in-process once the clusters run, with the
+	// reference's default windows, so the legacy clusters can be watched migrating one by one.
+	Migrate bool
 	// Verbose logs every manager, client-go and kube-controller-manager.
 	Verbose bool
 	// BinDir holds the hub's binaries (default localhub.DefaultBinDir()).
@@ -121,6 +125,7 @@ MachineDeployment of --machines Machines. Everything listens on 127.0.0.1 only. 
 	cmd.Flags().StringVar(&o.EnvFile, "env-file", "", "write HUB_KUBECONFIG=, PROXY_KUBECONFIG=, PROXY_METRICS_URL= and NAMESPACE= lines to this file once the demo cluster runs")
 	cmd.Flags().IntVar(&o.Machines, "machines", 2, "Machines of the demo cluster's MachineDeployment")
 	cmd.Flags().IntVar(&o.LegacyClusters, "legacy-clusters", 0, "also create this many legacy hosted clusters (standard groups, pods Direct, scope: legacy)")
+	cmd.Flags().BoolVar(&o.Migrate, "migrate", false, "also run the migrator (capi-private migrate) in-process once everything runs: watch it with `capi-private migrate status`")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log every manager, client-go and kube-controller-manager")
 	return cmd
 }
@@ -271,6 +276,16 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (err error) {
 		if err := writeFileAtomic(o.EnvFile, []byte(e.Lines())); err != nil {
 			return err
 		}
+	}
+	if o.Migrate {
+		mig, err := migratecontroller.Start(ctx, env.TokenConfig(env.AdminToken), migratecontroller.RunOptions{
+			Options: migratecontroller.Options{Namespace: HostedClusterNamespace, Log: log.WithName("migrate")},
+		})
+		if err != nil {
+			return err
+		}
+		stops = append(stops, mig.Stop)
+		fmt.Fprintf(stdout, "migrator running: capi-private migrate status --kubeconfig %s\n", e.HubKubeconfig)
 	}
 	printRunning(stdout, e, o, h.Ledger.Stats(), time.Since(began), env.AuditLog)
 	if o.Started != nil {

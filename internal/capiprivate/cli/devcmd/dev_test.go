@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
 	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
 )
@@ -51,7 +53,7 @@ func TestDev(t *testing.T) {
 	var stdout, stderr syncBuffer
 	begin := time.Now()
 	go func() {
-		done <- Run(ctx, Options{StateDir: filepath.Join(dir, "state"), EnvFile: envFile, LegacyClusters: 1,
+		done <- Run(ctx, Options{StateDir: filepath.Join(dir, "state"), EnvFile: envFile, LegacyClusters: 1, Migrate: true,
 			Started: func(e Env) { started <- e }}, &stdout, &stderr)
 	}()
 	var e Env
@@ -110,5 +112,21 @@ func TestDev(t *testing.T) {
 	ledger := kubectl(e.HubKubeconfig, "get", "configmap", "-n", LedgerNamespace, LedgerConfigMap, "-o", "jsonpath={.data.creates}")
 	if !slices.Equal(ledger, []string{"4"}) {
 		t.Errorf("ledger ConfigMap creates %v", ledger)
+	}
+
+	// --migrate: the legacy cluster migrates (default windows: 15 s quiet, 30 s green), with no instance churn.
+	var state, machines, counts []string
+	// kubectl is a process per call: poll every 2 s, not at testwait's pace.
+	if err := wait.PollUntilContextTimeout(t.Context(), 2*time.Second, 4*time.Minute, true, func(context.Context) (bool, error) {
+		state = kubectl(e.HubKubeconfig, "get", "hostedcluster", "-n", HostedClusterNamespace, "legacy-1", "-o",
+			`jsonpath={.metadata.annotations.hypershift\.openshift\.io/private-capi-types}/{.metadata.annotations.hypershift\.openshift\.io/migration-in-progress}`)
+		machines = kubectl(e.HubKubeconfig, "get", "machines.cluster.x-k8s.io", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}")
+		counts = kubectl(e.HubKubeconfig, "get", "configmap", "-n", LedgerNamespace, LedgerConfigMap, "-o", "jsonpath={.data.creates}/{.data.deletes}")
+		return slices.Equal(state, []string{"true/"}) && slices.Equal(machines, []string{testenv.PlatformMachine}), nil
+	}); err != nil {
+		t.Fatalf("legacy-1 not migrated: annotations %v, standard Machines %v", state, machines)
+	}
+	if !slices.Equal(counts, []string{"4/0"}) {
+		t.Errorf("ledger creates/deletes after the migration %v, want 4/0", counts)
 	}
 }

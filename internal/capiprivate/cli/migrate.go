@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/go-logr/logr"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/scope"
+)
+
+func newMigrateCommand() *cobra.Command {
+	var o controller.RunOptions
+	var kubeconfig string
+	o.Config = plan.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Classify HostedClusters and migrate legacy ones to the private groups, one at a time (leader-elected)",
+		Long: "Runs the scope classifier and the migrator (docs/capi-private-migration.md). It talks to kube-apiserver " +
+			"directly, never through the proxy. `migrate status` prints each HostedCluster's migration state.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.LeaderElection && o.LeaderElectionNamespace == "" {
+				return errors.New("--leader-election-namespace is required with --leader-elect")
+			}
+			if len(o.Switcher.(controller.DeploymentSwitcher).Names) == 0 {
+				return errors.New("--deployments must name at least one Deployment")
+			}
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			log := logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			ctrl.SetLogger(log)
+			o.Log = log.WithName("migrate")
+			c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+			if err != nil {
+				return err
+			}
+			sw := o.Switcher.(controller.DeploymentSwitcher)
+			sw.Client = c
+			o.Switcher = sw
+			o.Client = c
+			r, err := controller.Start(cmd.Context(), cfg, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "capi-private migrate running (leader election %v, metrics on %s)\n", o.LeaderElection, o.MetricsAddr)
+			err = <-r.Done()
+			if cmd.Context().Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	names := slices.Clone(controller.DefaultDeployments)
+	o.Switcher = controller.DeploymentSwitcher{Names: names}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	f.StringVar(&o.Namespace, "namespace", "", "only HostedClusters of this namespace (default: all)")
+	f.BoolVar(&o.LeaderElection, "leader-elect", true, "elect one migrator (Lease "+controller.LeaderElectionID+")")
+	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
+	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":9442", "address of /metrics (0: off)")
+	f.StringVar(&o.HealthAddr, "health-probe-bind-address", ":9443", "address of /healthz and /readyz (0: off)")
+	f.StringVar(&o.ProbeNamespace, "probe-namespace", "default", "existing namespace of the conversion webhook probe (a dry-run create)")
+	f.DurationVar(&o.Config.QuietWindow, "quiet-window", o.Config.QuietWindow, "Quiescing: how long only the migrator may write the standard objects")
+	f.DurationVar(&o.Config.QuiesceTimeout, "quiesce-timeout", o.Config.QuiesceTimeout, "Quiescing: how long the legacy pods may take to go")
+	f.DurationVar(&o.Config.SwitchTimeout, "switch-timeout", o.Config.SwitchTimeout, "Switching: how long the proxied workloads may take to become Available")
+	f.DurationVar(&o.Config.HealthWindow, "health-window", o.Config.HealthWindow, "Resuming: how long the cluster must stay green")
+	f.DurationVar(&o.Config.ResumeTimeout, "resume-timeout", o.Config.ResumeTimeout, "Resuming: how long it may take to turn green")
+	f.Func("deployments", "comma-separated Deployments quiesced and switched per hosted control plane (default "+strings.Join(names, ",")+")", func(v string) error {
+		var list []string
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				list = append(list, n)
+			}
+		}
+		o.Switcher = controller.DeploymentSwitcher{Names: list}
+		return nil
+	})
+	cmd.AddCommand(newMigrateStatusCommand())
+	return cmd
+}
+
+func newMigrateStatusCommand() *cobra.Command {
+	var kubeconfig, namespace string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Print each HostedCluster's migration state and phase",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+			if err != nil {
+				return err
+			}
+			list := &hyperv1.HostedClusterList{}
+			if err := c.List(cmd.Context(), list, client.InNamespace(namespace)); err != nil {
+				return err
+			}
+			return writeStatus(cmd.OutOrStdout(), list.Items)
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only HostedClusters of this namespace (default: all)")
+	return cmd
+}
+
+// writeStatus prints one line per HostedCluster, sorted by namespace and name: its state (legacy, in_progress,
+// migrated, failed, unclassified), phase, run id, start time and failure or rollback reason.
+func writeStatus(w io.Writer, hcs []hyperv1.HostedCluster) error {
+	slices.SortFunc(hcs, func(a, b hyperv1.HostedCluster) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tSTATE\tPHASE\tRUN\tSTARTED\tREASON")
+	for _, hc := range hcs {
+		s := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
+		started, reason := "-", "-"
+		if !s.Started.IsZero() {
+			started = s.Started.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		switch {
+		case s.Rollback != "":
+			reason = "rolling back: " + s.Rollback
+		case s.Failed != "":
+			reason = s.Failed
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", hc.Namespace, hc.Name, scope.State(hc.Annotations),
+			orDash(string(s.Phase)), orDash(s.ID), started, reason)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

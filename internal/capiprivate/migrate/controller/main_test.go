@@ -1,0 +1,79 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/stdr"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
+)
+
+// One hub (kube-apiserver, etcd, kube-controller-manager's garbage collector, the conversion webhook), one proxy
+// and one capitest harness (upstream CAPI and the ledger provider in simulated pods) for the package's
+// integration tests; tests keep apart by namespace and read the ledger per namespace.
+var (
+	env      *testenv.Env
+	harness  *capitest.Harness
+	proxy    *capitest.RunningProxy
+	viaProxy client.Client
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	var opts testenv.Options
+	log := logr.Discard()
+	if os.Getenv("CAPI_TESTENV_VERBOSE") != "" {
+		opts.ControllerManagerOutput = os.Stderr
+		log = stdr.New(nil)
+		stdr.SetVerbosity(4)
+	} else {
+		klog.SetLogger(logr.Discard())
+	}
+	ctrllog.SetLogger(log)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var err error
+	if env, err = testenv.Start(ctx, opts); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		_ = env.Stop()
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	workload, err := env.Kubeconfig(testenv.AdminUser, env.AdminToken)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if proxy, err = capitest.StartProxy(ctx, capitest.ProxyOptions{Upstream: env.Config}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = proxy.Stop() }()
+	if viaProxy, err = client.New(proxy.Config(env.AdminToken), client.Options{Scheme: capitest.NewScheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if harness, err = capitest.New(ctx, capitest.Options{
+		Direct: env.TokenConfig(env.AdminToken), Proxied: proxy.Config(env.AdminToken), WorkloadKubeconfig: workload, Log: log,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "capitest:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "testenv started: %s\n", env.Timings)
+	code := m.Run()
+	if err := harness.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "capitest: stop:", err)
+		code = max(code, 1)
+	}
+	return code
+}
