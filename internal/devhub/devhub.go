@@ -125,6 +125,9 @@ func Start(ctx context.Context, opts Options) (_ *Hub, err error) {
 	}
 	if h.kcm, err = localhub.StartControllerManager(localhub.ControllerManagerOptions{
 		BinDir: bin, Kubeconfig: kc, Controllers: []string{"garbage-collector-controller", "namespace-controller"},
+		// kube-controller-manager's default 20 calls/s let the garbage collector fall minutes behind a churn of
+		// thousands of clusters (each owns Secrets and a NodePool); a hub's is tuned up too.
+		Flags: map[string][]string{"kube-api-qps": {"500"}, "kube-api-burst": {"1000"}},
 	}); err != nil {
 		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
 	}

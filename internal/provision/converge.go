@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,7 +60,30 @@ func (s *Service) Converge(ctx context.Context, hc *hyperv1.HostedCluster) error
 	if v, _ := idx.Get(id); s.cfg.ManageACMObjects && v.ManagedCluster == nil {
 		in.HostingClusterName = s.hostingClusterName(ctx)
 	}
-	return s.ensureChildren(ctx, hc, spec, render.Render(in), nil)
+	if err := s.ensureChildren(ctx, hc, spec, render.Render(in), nil); err != nil && !errors.Is(err, errDeleting) {
+		return err
+	}
+	return nil
+}
+
+// errDeleting: the API server says the HostedCluster is being deleted or gone, though the cache did not yet.
+var errDeleting = errors.New("the HostedCluster is being deleted")
+
+// stillLive confirms on the API server that hc is neither gone nor being deleted (errDeleting). The reconciler
+// works from caches fed by separate watches: a NodePool the operator removed for a deletion can leave the cache
+// before the HostedCluster's deletion reaches it, and would be recreated — and then left behind.
+func (s *Service) stillLive(ctx context.Context, hc *hyperv1.HostedCluster) error {
+	var live hyperv1.HostedCluster
+	if err := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(hc), &live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errDeleting
+		}
+		return err
+	}
+	if live.DeletionTimestamp != nil || live.UID != hc.UID {
+		return errDeleting
+	}
+	return nil
 }
 
 // ensureChildren creates whichever of the rendered children does not exist yet, each owned by hc where it can be,
@@ -69,6 +93,16 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 	// Only the reconciler (ch == nil) remembers what it ensured: it also forgets it when the cluster goes, whereas a
 	// create served by a follower would leave it behind for good.
 	remember := ch == nil
+	// Before the reconciler creates anything, once, the API server confirms the cluster is not being deleted (a
+	// create's own request has just written it).
+	confirmed := ch != nil
+	confirm := func() error {
+		if confirmed {
+			return nil
+		}
+		confirmed = true
+		return s.stillLive(ctx, hc)
+	}
 	if err := s.ensureInstanceLock(ctx, hc, ch.lock(), remember); err != nil {
 		return err
 	}
@@ -84,6 +118,9 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 		if sec.Data == nil && sec.StringData == nil {
 			continue // not rendered with content: it existed when Converge looked
 		}
+		if err := confirm(); err != nil {
+			return err
+		}
 		if err := s.createChild(ctx, hc, sec, ch); err != nil {
 			return err
 		}
@@ -92,10 +129,15 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 		if err := s.adoptChild(ctx, hc, &hyperv1.NodePool{}, np.ObjectMeta); err != nil {
 			return err
 		}
+	} else if err := confirm(); err != nil {
+		return err
 	} else if err := s.createChild(ctx, hc, objs.NodePool, ch); err != nil {
 		return err
 	}
 	if objs.ManagedCluster != nil && v.ManagedCluster == nil {
+		if err := confirm(); err != nil {
+			return err
+		}
 		if err := s.createManagedCluster(ctx, id, objs, ch); err != nil {
 			return err
 		}

@@ -103,7 +103,10 @@ func (s *Simulator) clustersOfAgent(ctx context.Context, o client.Object) []reco
 func (s *Simulator) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var hc hyperv1.HostedCluster
 	if err := s.Client.Get(ctx, req.NamespacedName, &hc); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, s.releaseOrphanedNodePools(ctx, req.NamespacedName)
+		}
+		return reconcile.Result{}, err
 	}
 	var npList hyperv1.NodePoolList
 	if err := s.Client.List(ctx, &npList, client.InNamespace(hc.Namespace)); err != nil {
@@ -130,6 +133,29 @@ func (s *Simulator) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		s.Observe(req.NamespacedName, plan)
 	}
 	return reconcile.Result{RequeueAfter: plan.RequeueAfter}, nil
+}
+
+// releaseOrphanedNodePools plays HyperShift's NodePool controller for NodePools whose HostedCluster is gone: one
+// being deleted (by the garbage collector: the HostedCluster owned it) loses its finalizer, as the real controller
+// removes it once the NodePool's machines are gone — a NodePool the HostedCluster's deletion did not see (created
+// moments before it) is not held forever.
+func (s *Simulator) releaseOrphanedNodePools(ctx context.Context, hc types.NamespacedName) error {
+	var list hyperv1.NodePoolList
+	if err := s.Client.List(ctx, &list, client.InNamespace(hc.Namespace)); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		np := &list.Items[i]
+		if np.Spec.ClusterName != hc.Name || np.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(np, meta.FinalizerHyperShift) {
+			continue
+		}
+		before := np.DeepCopy()
+		controllerutil.RemoveFinalizer(np, meta.FinalizerHyperShift)
+		if err := s.Client.Patch(ctx, np, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // agents lists the Agents the cluster's NodePools select (Agent platform only).
