@@ -685,9 +685,9 @@ func newSeeder(b *testing.B) *seeder {
 		sc: clusters.SpecContext{Namespace: benchNS, DefaultPlatform: "kubevirt"}}
 }
 
-func seedID(i int) string     { return fmt.Sprintf("bench-s%05d", i) }
-func seedName(i int) string   { return fmt.Sprintf("s%05d", i) }
-func (s *seeder) total() int  { return s.seeded + len(s.created) }
+func seedID(i int) string    { return fmt.Sprintf("bench-s%05d", i) }
+func seedName(i int) string  { return fmt.Sprintf("s%05d", i) }
+func (s *seeder) total() int { return s.seeded + len(s.created) }
 func (s *seeder) nameOf(id string) string {
 	return strings.TrimPrefix(id, "bench-")
 }

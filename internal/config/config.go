@@ -30,6 +30,10 @@ type Config struct {
 	// Hub (design)
 	HubKubeconfig string `key:"hubKubeconfig" usage:"kubeconfig of the ACM hub (empty: in-cluster service account)"`
 	Namespace     string `key:"namespace" default:"default" usage:"namespace of every HostedCluster, NodePool and SP Secret (a dedicated one such as 'clusters' is recommended)"`
+	// The client-side rate limit of the hub client (informers' watches are not limited by it). A create makes about
+	// eight calls, a start-up reconcile of a cluster one or two.
+	HubQPS   int `key:"hubQPS" default:"200" usage:"requests per second the SP sends to the hub's API server at most (sustained)"`
+	HubBurst int `key:"hubBurst" default:"400" usage:"requests the SP may send to the hub in a burst above hubQPS"`
 
 	// Platforms (design)
 	DefaultPlatform        string   `key:"defaultPlatform" default:"kubevirt" usage:"platform when a request names none: kubevirt or baremetal"`
@@ -370,6 +374,12 @@ func (c *Config) Validate() error {
 	case "HighlyAvailable", "SingleReplica":
 	default:
 		return bad("controlPlaneAvailabilityPolicy", "%q must be HighlyAvailable or SingleReplica", c.ControlPlaneAvailabilityPolicy)
+	}
+	if c.HubQPS < 1 {
+		return bad("hubQPS", "must be at least 1")
+	}
+	if c.HubBurst < c.HubQPS {
+		return bad("hubBurst", "must be at least hubQPS (%d)", c.HubQPS)
 	}
 	if c.DefaultWorkerCount < 1 {
 		return bad("defaultWorkerCount", "must be at least 1")

@@ -27,7 +27,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,6 +73,10 @@ type Service struct {
 	mu       sync.Mutex
 	kacDone  map[string]bool      // instances whose KlusterletAddonConfig exists (forgotten when the cluster is gone)
 	lockDone map[string]types.UID // instances whose lock is owned by their HostedCluster (of this UID)
+	hosting  struct {             // the hosting cluster's name and when it was read (hostingClusterName)
+		name string
+		at   time.Time
+	}
 }
 
 // New returns the service.
@@ -468,16 +474,35 @@ func newEtcdKey() ([]byte, error) {
 	return key, nil
 }
 
-// hostingClusterName is the name of the ManagedCluster labelled local-cluster=true (ACM lets it be renamed).
+// hostingClusterTTL is how long the hosting cluster's name is reused before it is looked up again: it changes only
+// when an administrator renames ACM's local cluster, so a lookup per create would be one API call spent for nothing.
+const hostingClusterTTL = 5 * time.Minute
+
+// hostingClusterName is the name of the ManagedCluster labelled local-cluster=true (ACM lets it be renamed), read
+// from the hub at most every hostingClusterTTL (metadata only). A failed lookup is not cached.
 func (s *Service) hostingClusterName(ctx context.Context) string {
 	if !s.cfg.ManageACMObjects {
 		return ""
 	}
-	var list clusterv1.ManagedClusterList
-	if err := s.hub.Client.List(ctx, &list, client.MatchingLabels{"local-cluster": "true"}); err == nil && len(list.Items) > 0 {
-		return list.Items[0].Name
+	s.mu.Lock()
+	name, at := s.hosting.name, s.hosting.at
+	s.mu.Unlock()
+	if name != "" && s.now().Sub(at) < hostingClusterTTL {
+		return name
 	}
-	return "local-cluster"
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: clusterv1.GroupName, Version: "v1", Kind: "ManagedClusterList"})
+	if err := s.hub.Client.List(ctx, &list, client.MatchingLabels{"local-cluster": "true"}); err != nil {
+		return "local-cluster"
+	}
+	name = "local-cluster"
+	if len(list.Items) > 0 {
+		name = list.Items[0].Name
+	}
+	s.mu.Lock()
+	s.hosting.name, s.hosting.at = name, s.now()
+	s.mu.Unlock()
+	return name
 }
 
 // transient reports a failure worth retrying (the hub unavailable, slow, or changing underneath), as opposed to a
