@@ -73,6 +73,7 @@ type Service struct {
 	mu       sync.Mutex
 	kacDone  map[string]bool      // instances whose KlusterletAddonConfig exists (forgotten when the cluster is gone)
 	lockDone map[string]types.UID // instances whose lock is owned by their HostedCluster (of this UID)
+	views    *viewCache           // every cluster's resource as last built (GET, LIST)
 	hosting  struct {             // the hosting cluster's name and when it was read (hostingClusterName)
 		name string
 		at   time.Time
@@ -87,7 +88,13 @@ func New(h *hub.Hub, cfg Config, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{hub: h, cfg: cfg, now: time.Now, log: log, kacDone: map[string]bool{}, lockDone: map[string]types.UID{}}
+	s := &Service{hub: h, cfg: cfg, now: time.Now, log: log, kacDone: map[string]bool{}, lockDone: map[string]types.UID{}, views: newViewCache()}
+	idx := h.Index()
+	idx.OnChange(func(id string) {
+		_, known := idx.Get(id)
+		s.views.changed(id, !known)
+	})
+	return s
 }
 
 // Settings is the configuration the service runs with.
@@ -118,15 +125,28 @@ func (s *Service) Get(_ context.Context, id string) (*clusters.Cluster, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
+	now := s.now()
+	if c, ok := s.views.get(id, now); ok {
+		return &c, nil
+	}
+	since := s.views.sequence()
 	v, ok := s.hub.Index().Get(id)
 	if !ok || v.Gone() {
 		return nil, clusters.NotFound("cluster %s not found", id)
 	}
-	c := clusters.BuildCluster(v, s.now(), s.viewSettings())
+	c := s.build(v, now, since)
 	if c.Status == status.Ready && !c.HasKubeconfig() {
 		s.log.Warn("cluster READY but its admin kubeconfig Secret is not in the cache yet", "id", id)
 	}
 	return &c, nil
+}
+
+// build assembles a cluster's resource from a view read after s.views.sequence() returned since, and caches it.
+func (s *Service) build(v hub.View, now time.Time, since uint64) clusters.Cluster {
+	c := clusters.BuildCluster(v, now, s.viewSettings())
+	c.Encoded = &clusters.Encoding{}
+	s.views.put(v.ID, since, c, now)
+	return c
 }
 
 // Kubeconfig reads the admin kubeconfig of a cluster Get returned (only for callers allowed to see it).
@@ -158,11 +178,16 @@ func (s *Service) List(_ context.Context, pageSize *int, pageToken string) ([]cl
 	if err := s.ready(); err != nil {
 		return nil, "", err
 	}
-	views, more := s.hub.Index().Page(after, size)
 	now := s.now()
+	since := s.views.sequence()
+	views, more := s.hub.Index().Page(after, size)
 	out := make([]clusters.Cluster, len(views))
 	for i, v := range views {
-		out[i] = clusters.BuildCluster(v, now, s.viewSettings())
+		if c, ok := s.views.get(v.ID, now); ok {
+			out[i] = c
+		} else {
+			out[i] = s.build(v, now, since)
+		}
 	}
 	next := ""
 	if more && len(views) > 0 {
