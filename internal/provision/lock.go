@@ -35,7 +35,7 @@ func (s *Service) lockInstance(ctx context.Context, id string, spec *clusters.Sp
 		err := s.hub.Client.Create(ctx, lock)
 		switch {
 		case err == nil:
-			ch.created = append(ch.created, lock)
+			ch.add(lock)
 			return nil
 		case !apierrors.IsAlreadyExists(err):
 			return clusters.Internal(err, "creating the lock of instance %s", id)

@@ -269,7 +269,7 @@ func (s *Service) Create(ctx context.Context, id string, body []byte) (c *cluste
 		}
 		return c, created, err
 	}
-	ch.created = append(ch.created, hc)
+	ch.add(hc)
 	if err := s.ensureChildren(ctx, hc, spec, objs, ch); err != nil {
 		if transient(err) {
 			// The HostedCluster holds the desired state: the leader's reconciler completes the rest, as it would
@@ -371,21 +371,28 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 		}
 		return true, nil
 	}
+	// The three reads are independent: they go out together, and are decided in order.
 	hc := &hyperv1.HostedCluster{}
 	hc.Namespace = s.hub.Namespace()
-	if ours, err := owned("HostedCluster", hc); err != nil || ours {
-		if ours {
-			return hc, nil // the namespace ACM made for it is its own
-		}
-		return nil, err
+	var hcOurs bool
+	var hcErr, mcErr, nsErr error
+	steps := []func() error{
+		func() error { hcOurs, hcErr = owned("HostedCluster", hc); return nil },
+		func() error { _, nsErr = owned("namespace", &corev1.Namespace{}); return nil },
 	}
 	if s.cfg.ManageACMObjects {
-		if _, err := owned("ManagedCluster", &clusterv1.ManagedCluster{}); err != nil {
-			return nil, err
-		}
+		steps = append(steps, func() error { _, mcErr = owned("ManagedCluster", &clusterv1.ManagedCluster{}); return nil })
 	}
-	_, err := owned("namespace", &corev1.Namespace{})
-	return nil, err
+	_ = parallel(steps...)
+	switch {
+	case hcOurs:
+		return hc, nil // the namespace ACM made for it is its own
+	case hcErr != nil:
+		return nil, hcErr
+	case mcErr != nil:
+		return nil, mcErr
+	}
+	return nil, nsErr
 }
 
 // liveView is an instance's view read from the API server (its HostedCluster, and its NodePool when there is one),
@@ -540,10 +547,22 @@ func transient(err error) bool {
 	return de.Kind == clusters.KindUnavailable || de.Kind == clusters.KindTimeout
 }
 
-// changes records what one create changed on the hub, so that its rollback undoes exactly that.
+// changes records what one create changed on the hub, so that its rollback undoes exactly that. Children written in
+// parallel record themselves concurrently (add); it is read once they are done.
 type changes struct {
+	mu      sync.Mutex
 	created []client.Object // in creation order
 	agents  []string        // Agents this request labelled (not those a previous attempt had reserved)
+}
+
+// add records a created object (nil-safe: convergence records nothing).
+func (ch *changes) add(o client.Object) {
+	if ch == nil {
+		return
+	}
+	ch.mu.Lock()
+	ch.created = append(ch.created, o)
+	ch.mu.Unlock()
 }
 
 // lock is the instance lock this create took, if it did.
@@ -551,6 +570,8 @@ func (ch *changes) lock() *corev1.ConfigMap {
 	if ch == nil {
 		return nil
 	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
 	for _, o := range ch.created {
 		if cm, ok := o.(*corev1.ConfigMap); ok {
 			return cm
