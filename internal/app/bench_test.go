@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,7 @@ import (
 //	BENCH_INPROCESS=1          run the SP inside the test process instead (for -cpuprofile/-memprofile; its RSS
 //	                           then includes the harness)
 //	BENCH_REPORT=path          also write the summary table there (make bench: bin/bench-report.md)
+//	BENCH_HEAPPROFILE=prefix   with BENCH_INPROCESS, write a heap profile at each memory measurement
 const (
 	benchNS       = "bench"
 	benchProvider = "sp-bench"
@@ -364,6 +366,14 @@ func memory(b *testing.B, sp *benchSP, col, when string) {
 			} else {
 				heap = sp.metrics(b)["go_memstats_heap_alloc_bytes"]
 			}
+		}
+		if prefix := os.Getenv("BENCH_HEAPPROFILE"); prefix != "" && sp.inproc != nil {
+			f, err := os.Create(fmt.Sprintf("%s-%s-%s.pprof", prefix, col, strings.ReplaceAll(when, " ", "-")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = pprof.WriteHeapProfile(f)
+			_ = f.Close()
 		}
 		b.ReportMetric(rss/(1<<20), "RSS-MiB")
 		b.ReportMetric(heap/(1<<20), "heap-MiB")
