@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -872,11 +871,12 @@ func (s *seeder) one(i int) error {
 	return nil
 }
 
+// seedCreate creates an object; one that exists already (a retried write the hub had applied) is read back.
 func seedCreate(ctx context.Context, c client.Client, o client.Object) error {
 	seedWrites.Add(1)
 	err := c.Create(ctx, o)
 	if apierrors.IsAlreadyExists(err) {
-		return errors.New("already exists (the bench namespace must start empty)")
+		return c.Get(ctx, client.ObjectKeyFromObject(o), o)
 	}
 	return err
 }
