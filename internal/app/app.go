@@ -89,7 +89,10 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	restCfg = rest.CopyConfig(restCfg)
 	if restCfg.QPS == 0 {
-		restCfg.QPS, restCfg.Burst = 100, 200
+		restCfg.QPS, restCfg.Burst = float32(cfg.HubQPS), cfg.HubBurst
+		if cfg.HubQPS == 0 {
+			restCfg.QPS = -1 // client-go: no rate limiter
+		}
 	}
 	var infraCfg *rest.Config
 	var infraKubeconfig []byte

@@ -52,6 +52,7 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg.Auth, cfg.AuthAnonymous, cfg.AuthAPIGroup = config.AuthKubernetes, true, "keys.example.com"
 	cfg.ClientCAFile = write("client-ca.crt", string(ca.CertPEM))
 	cfg.TLSCertFile, cfg.TLSKeyFile = write("tls.crt", string(serving.CertPEM)), write("tls.key", string(serving.KeyPEM))
+	cfg.HubQPS, cfg.HubBurst = 123, 456
 	cfg.ProviderName, cfg.DisplayName = "keys-sp", "Keys SP"
 	cfg.APIHost, cfg.RegistrationURL, cfg.ProviderID = "https://keys.example.com:8443", "https://spm.example.com/api/v1alpha1", "keys-id"
 	cfg.RegistrationTokenFile, cfg.RegistrationCAFile = write("reg.token", "tok"), write("reg-ca.crt", string(ca.CertPEM))
@@ -84,6 +85,8 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	}
 	checks := map[string]func(){
 		"hubKubeconfig": func() { eq("hubKubeconfig", a.Hub.Config().Host, testHub.Config.Host) },
+		"hubQPS":        func() { eq("hubQPS", a.Hub.Config().QPS, float32(123)) },
+		"hubBurst":      func() { eq("hubBurst", a.Hub.Config().Burst, 456) },
 		"namespace": func() {
 			eq("namespace", a.Hub.Namespace()+"|"+svc.Spec.Namespace+"|"+guard.Namespace, "keys-ns|keys-ns|keys-ns")
 		},

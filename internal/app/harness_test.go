@@ -34,7 +34,7 @@ var (
 
 func TestMain(m *testing.M) {
 	SetGlobalLoggers(testLogger())
-	os.Exit(devhub.RunTests(m, devhub.Options{}, func(h *devhub.Hub) func() {
+	code := devhub.RunTests(m, devhub.Options{}, func(h *devhub.Hub) func() {
 		testHub = h
 		ctx := context.Background()
 		var err error
@@ -60,7 +60,9 @@ func TestMain(m *testing.M) {
 			}
 			stopSim()
 		}
-	}))
+	})
+	writeBenchReport()
+	os.Exit(code)
 }
 
 func testLogger() *slog.Logger {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -33,6 +34,34 @@ type Cluster struct {
 	Namespace    string
 	CreateTime   time.Time
 	UpdateTime   time.Time
+	// RecheckAt is when the status may change with no object changing (a grace period or timeout expiring); zero
+	// when none is pending. A cached resource is rebuilt then.
+	RecheckAt time.Time
+	// Encoded caches the wire encoding of the resource without a kubeconfig (as LIST shows it), filled in by the API
+	// layer; nil for a resource that is not cached. It is shared by the copies of one cached build and dropped with
+	// it when the cluster changes.
+	Encoded *Encoding
+}
+
+// Encoding holds an encoded form of a cached resource; safe for concurrent use, nil-safe.
+type Encoding struct{ p atomic.Pointer[[]byte] }
+
+// Get returns the encoding (nil when not set yet).
+func (e *Encoding) Get() []byte {
+	if e == nil {
+		return nil
+	}
+	if b := e.p.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
+
+// Set records the encoding.
+func (e *Encoding) Set(b []byte) {
+	if e != nil {
+		e.p.Store(&b)
+	}
 }
 
 // NodeCount is ready/total nodes of one kind.
@@ -83,6 +112,7 @@ func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 		Namespace:        hc.Namespace,
 		CreateTime:       hc.CreationTimestamp.UTC(),
 		UpdateTime:       updateTime(hc, v.NodePools).UTC(),
+		RecheckAt:        r.RecheckAt,
 	}
 	if c.OpenShiftVersion == "" && hc.Status.Version != nil && len(hc.Status.Version.History) > 0 {
 		c.OpenShiftVersion = hc.Status.Version.History[0].Version

@@ -30,6 +30,11 @@ type Config struct {
 	// Hub (design)
 	HubKubeconfig string `key:"hubKubeconfig" usage:"kubeconfig of the ACM hub (empty: in-cluster service account)"`
 	Namespace     string `key:"namespace" default:"default" usage:"namespace of every HostedCluster, NodePool and SP Secret (a dedicated one such as 'clusters' is recommended)"`
+	// The client-side rate limit of the hub client (informers' watches are not limited by it). A create makes about
+	// ten calls (three reads, seven writes), the reconcile that follows it one or two, the start-up reconcile one per
+	// cluster: 100 creates/s need about 1,200 calls/s.
+	HubQPS   int `key:"hubQPS" default:"1000" usage:"requests per second the SP sends to the hub's API server at most, sustained (0: no client-side limit; the hub's API Priority and Fairness paces the SP)"`
+	HubBurst int `key:"hubBurst" default:"2000" usage:"requests the SP may send to the hub in a burst above hubQPS"`
 
 	// Platforms (design)
 	DefaultPlatform        string   `key:"defaultPlatform" default:"kubevirt" usage:"platform when a request names none: kubevirt or baremetal"`
@@ -370,6 +375,12 @@ func (c *Config) Validate() error {
 	case "HighlyAvailable", "SingleReplica":
 	default:
 		return bad("controlPlaneAvailabilityPolicy", "%q must be HighlyAvailable or SingleReplica", c.ControlPlaneAvailabilityPolicy)
+	}
+	if c.HubQPS < 0 {
+		return bad("hubQPS", "must not be negative")
+	}
+	if c.HubQPS > 0 && c.HubBurst < c.HubQPS {
+		return bad("hubBurst", "must be at least hubQPS (%d)", c.HubQPS)
 	}
 	if c.DefaultWorkerCount < 1 {
 		return bad("defaultWorkerCount", "must be at least 1")

@@ -4,8 +4,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
@@ -116,26 +118,81 @@ func (s *Server) ListClusters(ctx context.Context, req apigen.ListClustersReques
 	if err != nil {
 		return nil, err
 	}
-	out := api.ClusterList{Results: make([]api.Cluster, len(list))}
-	for i := range list {
-		out.Results[i] = toAPI(&list[i])
-		if list[i].HasKubeconfig() {
-			// LIST never carries kubeconfigs: a page of 100 cluster-admin credentials is too much in one answer.
-			out.Results[i].Kubeconfig = nil
-			out.Results[i].KubeconfigOmitted = ptr(api.ClusterKubeconfigOmittedList)
-		}
-	}
+	// The body of api.ClusterList, written from each cluster's cached encoding.
+	var buf bytes.Buffer
+	buf.WriteByte('{')
 	if next != "" {
-		out.NextPageToken = &next
+		tok, err := json.Marshal(next)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString(`"next_page_token":`)
+		buf.Write(tok)
+		buf.WriteByte(',')
 	}
-	return apigen.ListClusters200JSONResponse(out), nil
+	buf.WriteString(`"results":[`)
+	for i := range list {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		item, err := listEncoding(&list[i])
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(item)
+	}
+	buf.WriteString("]}\n")
+	return rawJSON(buf.Bytes()), nil
 }
+
+// listEncoding is a cluster's JSON as LIST shows it (and as GET shows a cluster without kubeconfig): from its cached
+// encoding, made and cached on first use.
+func listEncoding(c *clusters.Cluster) ([]byte, error) {
+	if b := c.Encoded.Get(); b != nil {
+		return b, nil
+	}
+	out := toAPI(c)
+	if c.HasKubeconfig() {
+		// LIST never carries kubeconfigs: a page of 100 cluster-admin credentials is too much in one answer.
+		out.Kubeconfig = nil
+		out.KubeconfigOmitted = ptr(api.ClusterKubeconfigOmittedList)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	c.Encoded.Set(b)
+	return b, nil
+}
+
+// rawJSON is a 200 application/json response whose body is already encoded.
+type rawJSON []byte
+
+func (r rawJSON) write(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(r)
+	return err
+}
+
+// VisitListClustersResponse implements apigen.ListClustersResponseObject.
+func (r rawJSON) VisitListClustersResponse(w http.ResponseWriter) error { return r.write(w) }
+
+// VisitGetClusterResponse implements apigen.GetClusterResponseObject.
+func (r rawJSON) VisitGetClusterResponse(w http.ResponseWriter) error { return r.write(w) }
 
 // GetCluster handles GET /api/v1alpha1/clusters/{clusterId}.
 func (s *Server) GetCluster(ctx context.Context, req apigen.GetClusterRequestObject) (apigen.GetClusterResponseObject, error) {
 	c, err := s.svc.Get(ctx, req.ClusterId)
 	if err != nil {
 		return nil, err
+	}
+	if !c.HasKubeconfig() {
+		b, err := listEncoding(c) // the same document: nothing to withhold or disclose
+		if err != nil {
+			return nil, err
+		}
+		return rawJSON(append(b[:len(b):len(b)], '\n')), nil
 	}
 	out, disclosed, err := s.withKubeconfig(ctx, c)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -93,54 +94,43 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 	// Only the reconciler (ch == nil) remembers what it ensured: it also forgets it when the cluster goes, whereas a
 	// create served by a follower would leave it behind for good.
 	remember := ch == nil
-	// Before the reconciler creates anything, once, the API server confirms the cluster is not being deleted (a
-	// create's own request has just written it).
-	confirmed := ch != nil
-	confirm := func() error {
-		if confirmed {
-			return nil
-		}
-		confirmed = true
-		return s.stillLive(ctx, hc)
-	}
-	if err := s.ensureInstanceLock(ctx, hc, ch.lock(), remember); err != nil {
-		return err
-	}
+	taken := ch.lock()
 	idx := s.hub.Index()
 	v, _ := idx.Get(id)
+	// The lock's ownership and the children do not depend on one another: they are written in parallel (a create's
+	// latency is then one round trip for all of them, not one per object).
+	steps := []func() error{func() error { return s.ensureInstanceLock(ctx, hc, taken, remember) }}
+	creates := false
 	for _, sec := range objs.Secrets {
 		if existing, ok := idx.Secret(sec.Name); ok {
-			if err := s.adoptChild(ctx, hc, &corev1.Secret{}, existing.ObjectMeta); err != nil {
-				return err
-			}
+			steps = append(steps, func() error { return s.adoptChild(ctx, hc, &corev1.Secret{}, existing.ObjectMeta) })
 			continue
 		}
 		if sec.Data == nil && sec.StringData == nil {
 			continue // not rendered with content: it existed when Converge looked
 		}
-		if err := confirm(); err != nil {
-			return err
-		}
-		if err := s.createChild(ctx, hc, sec, ch); err != nil {
-			return err
-		}
+		steps = append(steps, func() error { return s.createChild(ctx, hc, sec, ch) })
+		creates = true
 	}
 	if np := nodePoolOf(v); np != nil {
-		if err := s.adoptChild(ctx, hc, &hyperv1.NodePool{}, np.ObjectMeta); err != nil {
-			return err
-		}
-	} else if err := confirm(); err != nil {
-		return err
-	} else if err := s.createChild(ctx, hc, objs.NodePool, ch); err != nil {
-		return err
+		steps = append(steps, func() error { return s.adoptChild(ctx, hc, &hyperv1.NodePool{}, np.ObjectMeta) })
+	} else {
+		steps = append(steps, func() error { return s.createChild(ctx, hc, objs.NodePool, ch) })
+		creates = true
 	}
 	if objs.ManagedCluster != nil && v.ManagedCluster == nil {
-		if err := confirm(); err != nil {
+		steps = append(steps, func() error { return s.createManagedCluster(ctx, id, objs, ch) })
+		creates = true
+	}
+	// Before the reconciler (re)creates anything, the API server confirms the cluster is not being deleted (a
+	// create's own request has just written it).
+	if creates && ch == nil {
+		if err := s.stillLive(ctx, hc); err != nil {
 			return err
 		}
-		if err := s.createManagedCluster(ctx, id, objs, ch); err != nil {
-			return err
-		}
+	}
+	if err := parallel(steps...); err != nil {
+		return err
 	}
 	if spec.Platform == render.BareMetal {
 		if err := s.ensureAgents(ctx, id, spec, int(ptr.Deref(objs.NodePool.Spec.Replicas, 0)), ch); err != nil {
@@ -165,9 +155,7 @@ func (s *Service) createChild(ctx context.Context, hc *hyperv1.HostedCluster, o 
 	err := s.hub.Client.Create(ctx, o)
 	switch {
 	case err == nil:
-		if ch != nil {
-			ch.created = append(ch.created, o)
-		}
+		ch.add(o)
 		return nil
 	case apierrors.IsAlreadyExists(err):
 		existing := o.DeepCopyObject().(client.Object)
@@ -190,9 +178,7 @@ func (s *Service) createManagedCluster(ctx context.Context, id string, objs rend
 	err := s.hub.Client.Create(ctx, mc)
 	switch {
 	case err == nil:
-		if ch != nil {
-			ch.created = append(ch.created, mc)
-		}
+		ch.add(mc)
 		return nil
 	case apimeta.IsNoMatchError(err):
 		return nil // no ACM on this hub
@@ -350,4 +336,27 @@ func (s *Service) SweepOrphans(ctx context.Context, known func(id string) bool, 
 	}
 	s.sweepAgents(ctx, known, now, grace)
 	s.sweepLocks(ctx, known, now, grace)
+}
+
+// parallel runs the steps concurrently and returns the error of the first step (in argument order) that failed.
+func parallel(steps ...func() error) error {
+	if len(steps) == 1 {
+		return steps[0]()
+	}
+	errs := make([]error, len(steps))
+	var wg sync.WaitGroup
+	for i, step := range steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = step()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

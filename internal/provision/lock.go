@@ -35,7 +35,7 @@ func (s *Service) lockInstance(ctx context.Context, id string, spec *clusters.Sp
 		err := s.hub.Client.Create(ctx, lock)
 		switch {
 		case err == nil:
-			ch.created = append(ch.created, lock)
+			ch.add(lock)
 			return nil
 		case !apierrors.IsAlreadyExists(err):
 			return clusters.Internal(err, "creating the lock of instance %s", id)
@@ -105,14 +105,20 @@ func (s *Service) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedClus
 	if taken != nil {
 		err = s.ownLock(ctx, taken, hc)
 	} else {
+		// Read first: the lock almost always exists (every create takes it), so this is one call, not two.
 		lock := render.InstanceLock(s.cfg.Provider, s.hub.Namespace(), id, hc.Annotations[meta.AnnotationSpec])
-		lock.OwnerReferences = appendOwner(nil, hc)
-		err = s.hub.Client.Create(ctx, lock)
-		if apierrors.IsAlreadyExists(err) {
-			var got corev1.ConfigMap
-			if err = s.hub.Client.Get(ctx, client.ObjectKeyFromObject(lock), &got); err == nil {
-				err = s.ownLock(ctx, &got, hc)
+		var got corev1.ConfigMap
+		if err = s.hub.Client.Get(ctx, client.ObjectKeyFromObject(lock), &got); apierrors.IsNotFound(err) {
+			lock.OwnerReferences = appendOwner(nil, hc)
+			err = s.hub.Client.Create(ctx, lock)
+			if apierrors.IsAlreadyExists(err) {
+				err = s.hub.Client.Get(ctx, client.ObjectKeyFromObject(lock), &got)
+			} else if err == nil {
+				got = *lock
 			}
+		}
+		if err == nil {
+			err = s.ownLock(ctx, &got, hc)
 		}
 	}
 	if err != nil {

@@ -27,7 +27,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,6 +73,11 @@ type Service struct {
 	mu       sync.Mutex
 	kacDone  map[string]bool      // instances whose KlusterletAddonConfig exists (forgotten when the cluster is gone)
 	lockDone map[string]types.UID // instances whose lock is owned by their HostedCluster (of this UID)
+	views    *viewCache           // every cluster's resource as last built (GET, LIST)
+	hosting  struct {             // the hosting cluster's name and when it was read (hostingClusterName)
+		name string
+		at   time.Time
+	}
 }
 
 // New returns the service.
@@ -81,7 +88,13 @@ func New(h *hub.Hub, cfg Config, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{hub: h, cfg: cfg, now: time.Now, log: log, kacDone: map[string]bool{}, lockDone: map[string]types.UID{}}
+	s := &Service{hub: h, cfg: cfg, now: time.Now, log: log, kacDone: map[string]bool{}, lockDone: map[string]types.UID{}, views: newViewCache()}
+	idx := h.Index()
+	idx.OnChange(func(id string) {
+		_, known := idx.Get(id)
+		s.views.changed(id, !known)
+	})
+	return s
 }
 
 // Settings is the configuration the service runs with.
@@ -112,15 +125,28 @@ func (s *Service) Get(_ context.Context, id string) (*clusters.Cluster, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
+	now := s.now()
+	if c, ok := s.views.get(id, now); ok {
+		return &c, nil
+	}
+	since := s.views.sequence()
 	v, ok := s.hub.Index().Get(id)
 	if !ok || v.Gone() {
 		return nil, clusters.NotFound("cluster %s not found", id)
 	}
-	c := clusters.BuildCluster(v, s.now(), s.viewSettings())
+	c := s.build(v, now, since)
 	if c.Status == status.Ready && !c.HasKubeconfig() {
 		s.log.Warn("cluster READY but its admin kubeconfig Secret is not in the cache yet", "id", id)
 	}
 	return &c, nil
+}
+
+// build assembles a cluster's resource from a view read after s.views.sequence() returned since, and caches it.
+func (s *Service) build(v hub.View, now time.Time, since uint64) clusters.Cluster {
+	c := clusters.BuildCluster(v, now, s.viewSettings())
+	c.Encoded = &clusters.Encoding{}
+	s.views.put(v.ID, since, c, now)
+	return c
 }
 
 // Kubeconfig reads the admin kubeconfig of a cluster Get returned (only for callers allowed to see it).
@@ -152,11 +178,16 @@ func (s *Service) List(_ context.Context, pageSize *int, pageToken string) ([]cl
 	if err := s.ready(); err != nil {
 		return nil, "", err
 	}
-	views, more := s.hub.Index().Page(after, size)
 	now := s.now()
+	since := s.views.sequence()
+	views, more := s.hub.Index().Page(after, size)
 	out := make([]clusters.Cluster, len(views))
 	for i, v := range views {
-		out[i] = clusters.BuildCluster(v, now, s.viewSettings())
+		if c, ok := s.views.get(v.ID, now); ok {
+			out[i] = c
+		} else {
+			out[i] = s.build(v, now, since)
+		}
 	}
 	next := ""
 	if more && len(views) > 0 {
@@ -238,7 +269,7 @@ func (s *Service) Create(ctx context.Context, id string, body []byte) (c *cluste
 		}
 		return c, created, err
 	}
-	ch.created = append(ch.created, hc)
+	ch.add(hc)
 	if err := s.ensureChildren(ctx, hc, spec, objs, ch); err != nil {
 		if transient(err) {
 			// The HostedCluster holds the desired state: the leader's reconciler completes the rest, as it would
@@ -340,21 +371,28 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 		}
 		return true, nil
 	}
+	// The three reads are independent: they go out together, and are decided in order.
 	hc := &hyperv1.HostedCluster{}
 	hc.Namespace = s.hub.Namespace()
-	if ours, err := owned("HostedCluster", hc); err != nil || ours {
-		if ours {
-			return hc, nil // the namespace ACM made for it is its own
-		}
-		return nil, err
+	var hcOurs bool
+	var hcErr, mcErr, nsErr error
+	steps := []func() error{
+		func() error { hcOurs, hcErr = owned("HostedCluster", hc); return nil },
+		func() error { _, nsErr = owned("namespace", &corev1.Namespace{}); return nil },
 	}
 	if s.cfg.ManageACMObjects {
-		if _, err := owned("ManagedCluster", &clusterv1.ManagedCluster{}); err != nil {
-			return nil, err
-		}
+		steps = append(steps, func() error { _, mcErr = owned("ManagedCluster", &clusterv1.ManagedCluster{}); return nil })
 	}
-	_, err := owned("namespace", &corev1.Namespace{})
-	return nil, err
+	_ = parallel(steps...)
+	switch {
+	case hcOurs:
+		return hc, nil // the namespace ACM made for it is its own
+	case hcErr != nil:
+		return nil, hcErr
+	case mcErr != nil:
+		return nil, mcErr
+	}
+	return nil, nsErr
 }
 
 // liveHostedCluster reads this provider's HostedCluster of an instance from the API server (nil: there is none).
@@ -495,16 +533,35 @@ func newEtcdKey() ([]byte, error) {
 	return key, nil
 }
 
-// hostingClusterName is the name of the ManagedCluster labelled local-cluster=true (ACM lets it be renamed).
+// hostingClusterTTL is how long the hosting cluster's name is reused before it is looked up again: it changes only
+// when an administrator renames ACM's local cluster, so a lookup per create would be one API call spent for nothing.
+const hostingClusterTTL = 5 * time.Minute
+
+// hostingClusterName is the name of the ManagedCluster labelled local-cluster=true (ACM lets it be renamed), read
+// from the hub at most every hostingClusterTTL (metadata only). A failed lookup is not cached.
 func (s *Service) hostingClusterName(ctx context.Context) string {
 	if !s.cfg.ManageACMObjects {
 		return ""
 	}
-	var list clusterv1.ManagedClusterList
-	if err := s.hub.Client.List(ctx, &list, client.MatchingLabels{"local-cluster": "true"}); err == nil && len(list.Items) > 0 {
-		return list.Items[0].Name
+	s.mu.Lock()
+	name, at := s.hosting.name, s.hosting.at
+	s.mu.Unlock()
+	if name != "" && s.now().Sub(at) < hostingClusterTTL {
+		return name
 	}
-	return "local-cluster"
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: clusterv1.GroupName, Version: "v1", Kind: "ManagedClusterList"})
+	if err := s.hub.Client.List(ctx, &list, client.MatchingLabels{"local-cluster": "true"}); err != nil {
+		return "local-cluster"
+	}
+	name = "local-cluster"
+	if len(list.Items) > 0 {
+		name = list.Items[0].Name
+	}
+	s.mu.Lock()
+	s.hosting.name, s.hosting.at = name, s.now()
+	s.mu.Unlock()
+	return name
 }
 
 // transient reports a failure worth retrying (the hub unavailable, slow, or changing underneath), as opposed to a
@@ -517,10 +574,22 @@ func transient(err error) bool {
 	return de.Kind == clusters.KindUnavailable || de.Kind == clusters.KindTimeout
 }
 
-// changes records what one create changed on the hub, so that its rollback undoes exactly that.
+// changes records what one create changed on the hub, so that its rollback undoes exactly that. Children written in
+// parallel record themselves concurrently (add); it is read once they are done.
 type changes struct {
+	mu      sync.Mutex
 	created []client.Object // in creation order
 	agents  []string        // Agents this request labelled (not those a previous attempt had reserved)
+}
+
+// add records a created object (nil-safe: convergence records nothing).
+func (ch *changes) add(o client.Object) {
+	if ch == nil {
+		return
+	}
+	ch.mu.Lock()
+	ch.created = append(ch.created, o)
+	ch.mu.Unlock()
 }
 
 // lock is the instance lock this create took, if it did.
@@ -528,6 +597,8 @@ func (ch *changes) lock() *corev1.ConfigMap {
 	if ch == nil {
 		return nil
 	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
 	for _, o := range ch.created {
 		if cm, ok := o.(*corev1.ConfigMap); ok {
 			return cm
