@@ -59,7 +59,10 @@ func (s *Service) Converge(ctx context.Context, hc *hyperv1.HostedCluster) error
 	if v, _ := idx.Get(id); s.cfg.ManageACMObjects && v.ManagedCluster == nil {
 		in.HostingClusterName = s.hostingClusterName(ctx)
 	}
-	return s.ensureChildren(ctx, hc, spec, render.Render(in), nil)
+	if err := s.ensureChildren(ctx, hc, spec, render.Render(in), nil); err != nil {
+		return err
+	}
+	return s.operate(ctx, hc, spec, in)
 }
 
 // ensureChildren creates whichever of the rendered children does not exist yet, each owned by hc where it can be,

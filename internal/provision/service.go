@@ -58,6 +58,8 @@ type Config struct {
 	Platforms func() []string
 	// CacheWait bounds how long a create waits for its HostedCluster to appear in the cache (default 5s).
 	CacheWait time.Duration
+	// OperationTimeoutKubeVirt and OperationTimeoutBareMetal bound a day-2 operation (defaults 90m and 180m).
+	OperationTimeoutKubeVirt, OperationTimeoutBareMetal time.Duration
 }
 
 // Service implements the cluster operations.
@@ -77,6 +79,12 @@ type Service struct {
 func New(h *hub.Hub, cfg Config, log *slog.Logger) *Service {
 	if cfg.CacheWait == 0 {
 		cfg.CacheWait = 5 * time.Second
+	}
+	if cfg.OperationTimeoutKubeVirt == 0 {
+		cfg.OperationTimeoutKubeVirt = 90 * time.Minute
+	}
+	if cfg.OperationTimeoutBareMetal == 0 {
+		cfg.OperationTimeoutBareMetal = 180 * time.Minute
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

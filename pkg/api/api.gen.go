@@ -84,6 +84,7 @@ const (
 	PROVISIONING ClusterStatus = "PROVISIONING"
 	READY        ClusterStatus = "READY"
 	UNAVAILABLE  ClusterStatus = "UNAVAILABLE"
+	UPDATING     ClusterStatus = "UPDATING"
 )
 
 // Valid indicates whether the value is a known member of the ClusterStatus enum.
@@ -100,6 +101,8 @@ func (e ClusterStatus) Valid() bool {
 	case READY:
 		return true
 	case UNAVAILABLE:
+		return true
+	case UPDATING:
 		return true
 	default:
 		return false
@@ -178,6 +181,54 @@ func (e HealthCheckStatus) Valid() bool {
 	}
 }
 
+// Defines values for OperationKind.
+const (
+	Resize  OperationKind = "resize"
+	Scale   OperationKind = "scale"
+	Upgrade OperationKind = "upgrade"
+)
+
+// Valid indicates whether the value is a known member of the OperationKind enum.
+func (e OperationKind) Valid() bool {
+	switch e {
+	case Resize:
+		return true
+	case Scale:
+		return true
+	case Upgrade:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OperationPhase.
+const (
+	ControlPlane OperationPhase = "control-plane"
+	Done         OperationPhase = "done"
+	Failed       OperationPhase = "failed"
+	NodePools    OperationPhase = "node-pools"
+	Workers      OperationPhase = "workers"
+)
+
+// Valid indicates whether the value is a known member of the OperationPhase enum.
+func (e OperationPhase) Valid() bool {
+	switch e {
+	case ControlPlane:
+		return true
+	case Done:
+		return true
+	case Failed:
+		return true
+	case NodePools:
+		return true
+	case Workers:
+		return true
+	default:
+		return false
+	}
+}
+
 // ACMHints defines model for ACMHints.
 type ACMHints struct {
 	// AgentLabels BareMetal; labels an Agent must carry.
@@ -197,15 +248,18 @@ type ACMHints struct {
 
 // Cluster defines model for Cluster.
 type Cluster struct {
-	// ApiEndpoint Set when READY or UNAVAILABLE.
+	// ApiEndpoint Set when READY, UPDATING or UNAVAILABLE.
 	ApiEndpoint string `json:"api_endpoint"`
 
-	// ConsoleUrl Set when READY or UNAVAILABLE.
+	// ConsoleUrl Set when READY, UPDATING or UNAVAILABLE.
 	ConsoleUrl string    `json:"console_url"`
 	CreateTime time.Time `json:"create_time"`
-	Id         string    `json:"id"`
 
-	// Kubeconfig Base64 (standard encoding) admin kubeconfig. Empty unless the cluster is READY. Absent when it is withheld from this caller, and then `kubeconfig_omitted` says why. Responses that carry one have the header `Cache-Control` set to `no-store`.
+	// CurrentOperation Output only. The latest day-2 operation (absent when none was ever started); `phase` done or failed once it ended.
+	CurrentOperation *Operation `json:"current_operation,omitempty"`
+	Id               string     `json:"id"`
+
+	// Kubeconfig Base64 (standard encoding) admin kubeconfig. Empty unless the cluster is READY or UPDATING. Absent when it is withheld from this caller, and then `kubeconfig_omitted` says why. Responses that carry one have the header `Cache-Control` set to `no-store`.
 	Kubeconfig *string `json:"kubeconfig,omitempty"`
 
 	// KubeconfigOmitted Present when the cluster has an admin kubeconfig that this response does not carry. `forbidden` — the caller may not `get` `clusters/kubeconfig` for this id; `list` — LIST never carries kubeconfigs (GET the cluster); `authorization_unavailable` — the permission could not be checked just now.
@@ -220,10 +274,12 @@ type Cluster struct {
 	ProvisioningType ClusterProvisioningType `json:"provisioning_type"`
 
 	// Spec A ClusterSpec as the service stored it at create (canonical snake_case keys, the effective platform filled in, unknown keys kept, pull_secret removed). POST, GET and LIST return it unchanged.
-	Spec          StoredClusterSpec `json:"spec"`
-	Status        ClusterStatus     `json:"status"`
-	StatusMessage string            `json:"status_message"`
-	UpdateTime    time.Time         `json:"update_time"`
+	Spec StoredClusterSpec `json:"spec"`
+
+	// Status UPDATING while a day-2 operation runs (a setting reports it as DCM's PROGRESSING in status events).
+	Status        ClusterStatus `json:"status"`
+	StatusMessage string        `json:"status_message"`
+	UpdateTime    time.Time     `json:"update_time"`
 
 	// Version The requested version.
 	Version string `json:"version"`
@@ -238,7 +294,7 @@ type ClusterPlatform string
 // ClusterProvisioningType defines model for Cluster.ProvisioningType.
 type ClusterProvisioningType string
 
-// ClusterStatus defines model for Cluster.Status.
+// ClusterStatus UPDATING while a day-2 operation runs (a setting reports it as DCM's PROGRESSING in status events).
 type ClusterStatus string
 
 // ClusterCreateRequest The create body. DCM sends `{"spec": ClusterSpec}`; a flat ClusterSpec (with the design's camelCase keys
@@ -278,6 +334,11 @@ type ClusterSpec struct {
 
 // ClusterSpecServiceType Must be `cluster`; defaulted when absent.
 type ClusterSpecServiceType string
+
+// ClusterUpdateRequest The update body, an RFC 7396 merge patch of `{"spec": ClusterSpec}`, e.g.
+// `{"spec": {"nodes": {"workers": {"count": 5}}}}` or `{"spec": {"version": "4.18"}}`. Only `spec` may be
+// given.
+type ClusterUpdateRequest = json.RawMessage
 
 // ControlPlaneNodes HyperShift runs the control plane as pods on the hub. count selects the availability policy (1 SingleReplica, 3 or 5 HighlyAvailable); cpu and memory become resource requests of kube-apiserver; storage is ignored.
 type ControlPlaneNodes struct {
@@ -351,6 +412,27 @@ type Nodes struct {
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
+// Operation Output only. The latest day-2 operation (absent when none was ever started); `phase` done or failed once it ended.
+type Operation struct {
+	EndTime *time.Time `json:"end_time,omitempty"`
+
+	// From The value before (a version, a worker count, or a worker size).
+	From      string         `json:"from"`
+	Kind      OperationKind  `json:"kind"`
+	Message   string         `json:"message"`
+	Phase     OperationPhase `json:"phase"`
+	StartTime time.Time      `json:"start_time"`
+
+	// To The target.
+	To string `json:"to"`
+}
+
+// OperationKind defines model for Operation.Kind.
+type OperationKind string
+
+// OperationPhase defines model for Operation.Phase.
+type OperationPhase string
+
 // Problem RFC 7807 problem details.
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
@@ -409,6 +491,9 @@ type Internal = Problem
 // NotFound RFC 7807 problem details.
 type NotFound = Problem
 
+// PreconditionFailed RFC 7807 problem details.
+type PreconditionFailed = Problem
+
 // Timeout RFC 7807 problem details.
 type Timeout = Problem
 
@@ -426,6 +511,9 @@ type Unprocessable = Problem
 
 // UnsupportedMediaType RFC 7807 problem details.
 type UnsupportedMediaType = Problem
+
+// UpdateConflict RFC 7807 problem details.
+type UpdateConflict = Problem
 
 // ListClustersParams defines parameters for ListClusters.
 type ListClustersParams struct {
@@ -451,8 +539,20 @@ type DeleteClusterParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// UpdateClusterParams defines parameters for UpdateCluster.
+type UpdateClusterParams struct {
+	// IfMatch The ETag of a previous GET or PATCH; 412 when the cluster's spec changed since.
+	IfMatch *string `json:"If-Match,omitempty"`
+
+	// IdempotencyKey Accepted and ignored (a replay of the same patch is a no-op).
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
 type CreateClusterJSONRequestBody = ClusterCreateRequest
+
+// UpdateClusterApplicationMergePatchPlusJSONRequestBody defines body for UpdateCluster for application/merge-patch+json ContentType.
+type UpdateClusterApplicationMergePatchPlusJSONRequestBody = ClusterUpdateRequest
 
 // Getter for additional properties for ACMHints. Returns the specified
 // element and whether it was found
@@ -1167,87 +1267,107 @@ func (a WorkerNodes) MarshalJSON() ([]byte, error) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+xc624bOZZ+lYPaAVraLslybr1tYzGQL0mMiROv7aSxiL0uqupIYptFVpMsOerAwDzE",
-	"PsM+2DzJ4pCsi6yyZTd60jOL/RWLxevhuXznwnyNUpUXSqK0Jtr5GhVMsxwtavdrX5TGoj7KTpidUwOX",
-	"0U5U0I84kizHaCdKqz5RHGn8peQas2jH6hLjyKRzzBkNzNmXdyhnNMur5zFNYVHTZP/1mQ1+HQ1+vOyF",
-	"PwaXX0fxq+3bqr3/5z9FcWSXBS1mrOZyFt3exs3e/qNEvaQ1MjSp5oXliiY+nyMc7B8Dl8YymSLwDKwC",
-	"lqnCAjNg5whh78CzXWDw8ePRAXADM5SomcUMbuYogU0MSgtKA+aFXQ6j2JPhF7duTQdOBHjMgXubT9x9",
-	"5lsisCmUNOhuZ49lp/hLicbSr1RJi9L9yYpC8JQRIbYKrSYC8+9/NkSVr60d/knjNNqJ/mWr4YAt/9Vs",
-	"nfhRftFVuh7JBRM8Ay6L0u5CkqFlXCRAZPBUnXIUGTCZuV+6FDiM6MKUnAqeftPNEhPwjO6OtkeXa9k1",
-	"SpgsgUHGp1PUdLeBD2LquMIXBibI5QwyFGgxc+d4rfSEZxnKb32QlAnhN8VKO0dpaTXMYFJat+t5OfnO",
-	"wOneeB8yhQakssCEUDfuqyqIqbmSnXdWGjo+/bVAPakvzzI9Q+uO/RaZ8ErgnjM/7axhuo6j+i+gpm4H",
-	"BvWCpwiFVgueoXZ7OZIkTEx8yxv4KPFLgSkRHLVWehc8FQ0wjaCkWAKX7S1/Z0ComXEbfq/sa1XK7Ftu",
-	"+L0CU6bzmpmVBq1K64XxnOeoym8ui/NyAhnPPGtKc4MabridB8Jpr80gQ5YJLhF6qZJTPis941bfw95j",
-	"yHDKSmHh2QhM3x9LqXfEst/6XNXOJypbAn5JETMD23DM99y2PsoVif3GXJBqzGhtJozTcK3fld5oKYw0",
-	"xcIOgU7lTiNxgRownSuvKnIygHNkWcAIP/3002DcOt26JR6LG7Y0kOwh06iT4YqdXDNynlwLxgWbiG9+",
-	"kZW64Z4aGlm2hF7K0nmgj1nKFLPYEa2UGlk6p33GbZ1MvKq0a1Ga/+obUlUKz/gThHSO6TVm/V3QaPUS",
-	"2JQklC4jOaWGwZgaEjCYKpkZD0RmfIEy8FOhVYrGfGsS/YRCDKZK58Hs0HGcZjZcSdoMzFEj9ArBLHWL",
-	"yZzQtxjGM1okhiM51exQLvrhJKYsCqUtZseYcXbu2OEPFN5w8XcN29BhzjAhrTfeP37LA2hmWcapJxMn",
-	"msys5QTQPAQuWi1fI0ZEuBJsguKBkWtScXfXe0zjMVomdsHPBUx6AkNeGgsp09oB1TCPmvyMqaV5Jszg",
-	"VaZyxmXnOpxu5wrlYl2MW4tWdwhTpcO6GTepWuDKss20FT+sz3pdTnDBtcPXE6Yx9ytUqn2qVe7k4uzk",
-	"OwMr5qB7oYoZuZxd2cBMqyt+IFOdzJcFajPnU5sMO/2LNdIFh8N5SauXWvArlFmhuGfY1eXO0HrxPT0c",
-	"H/wnHfPj+/Gn8dG78d67w84zpEoaJfCq1OJ3mU4js3hlee6IQdfAbLQTZcziwLV2DOJZJ3vQbflL6OIP",
-	"g69eQI/crYzpDFCmKuNy1geW5VxCM3gIh+RKQSkFGnMXcruTDWHs/S53WG7pA0GFOfkWgSu4CZg4rgCr",
-	"hKRZ5Url3FrMEjBkf27myyGcVg4U2DkLggJKIszZAr01dKYNkn3S+YN9Ja1WgjSxJfcxkWpgrNKYdNJ6",
-	"ffF1Op1obA7WPvqcOTm+Syy/U3fayv1rzLWXdEimlVOSwN/++t9+Wu8u5GzpeiYztAkkYTGz1SyQODF2",
-	"C5AjnAhurJ/m3dHZeQAAtBBH09qXgd6bw/P2Cfq7kKwYvauyseTNxgrUOTfmPqMIP5MKk+qGKIyyzKOd",
-	"z1F9viiOaH9RHN27UnTZcTPO1SlYip18LVXmZfkhM/JeZbivSlL6t3GkCpROf1wFE9cdgtBolFhgBh8K",
-	"lGfUHzQKZAa79VcItOAXlheiFV8xW1waOxiNRtubFGxFs0q1RqT2g2btpE2n0qxmaRRl51hTYLqJcGck",
-	"MFnQn2c0gAZaZkvTXunk8P3B0fs3URydnH74dHR29OG9/+kUQhRHr8dH7w4Pojhqqbwojg4O3x2eU8/O",
-	"/bllrnICS7Puyy+L7OkKcsOlO0SBWQV/uk1MEy777MNHIbLmaFpTaO0Mrdvuurtmb11MGq+aq1VrUwlC",
-	"W1xWDcgqtS7vmsk4+jJgWAyI60vthS2Evgydsmbmr+GvK57d0jSFKDX583UPOjaXs1Iw3bQ2VGRpPgiN",
-	"A1MMszQfcrVVdWvFB/fd5ltxsofAWkfMxQ130HDowokGCY8nXy/cLV1EO9Di69tkFxhMBbPtVuiR4XKq",
-	"L0PDZ5KQDMtR7DODcI1LcyGZMCr4Xpj1wen6VM0kN4S0l26wC0SmCGoKDKwqBgIXKCChjSTgb2AIn5jg",
-	"mXc5uIGMbJsffyGDcxPDzZyn81b0R02nKMlU+9jd8EJGd5HrY+R8RcJvu3hjpgah0YHqU3ZzHJi6ubF3",
-	"3F/U6voSv9irgs3wyqpr7JC78WqYFpQ3roIZCzSuU91qNKXwIJ5bzM0jTxg1h2Nas+WaNFfzXt6PIwlK",
-	"Z8yypzkQv8F1WNuAD1jfpd/B+zPvTOxCLfwgXAgbvodt+N6HUENL7m20DcEOePWc6PuYKP8g/PWvmwL8",
-	"bXq6LT9AzLPAnY8X7oP9YxLDAL2CZDjmBONkdrHNRDFn2/0hfJTXUt1IJ6ou2neNhXWQ04VFsuGatOSt",
-	"y30EP9W88BQoYmrTnaG+mlfO6AZH2PX2nitZR3/uezylY7rkCdagMan9stXcSBuoVSr48ik28y/lBLVE",
-	"iwZ6yfbw+SiJwf07fJH0SaQb8NRLXgy3f6Dv9O/wedJv29gGNtHojWxVX1Ozt04m807AiWAS31fX83hW",
-	"e0sIKkC/UgZ3x08JBc0JzEChMlPprHk5GRI0lhYMCkytHxMALhfcLqFQgqdL6G3DGZczgafoAhYxPCd6",
-	"vYS3fDYXy3GFifu7kBal49kcc6WXQDA+9/iULHWFWQyZF0KOA1ZwYg/Uu0AeD5u5qBifSQJz6yzv9tuC",
-	"c9vx8/hlQ00uLc685kyL0skIlzynrs+6OvldbkSW/Ff0KM9t8HHdu3Tia7J7n7gSzAYOXT2ds4urwJzU",
-	"xNBJ6/BG6WvUZuhp0MH598PPOxzp12kGdLFjk4m5cwPkPz3elvlp9mnQuj3rwudzN2BJGFBWf3eJeVlU",
-	"UPpu6MIHMw0nFOM8QR/FBGOZtp6pavTNpX31IupijZYaeZiYNYBuwG/YW1wR68kI1h98BbL6pgqxCrS0",
-	"t5AAbyDsvEp4VRfoKb8eTZrhVQj7rpPwrboBJXxuLuRPuIGePwxplyoHNWHp9UyrUmb9R1KVS9/JqbQO",
-	"t0aX2ApZ0IJNFCLDlGf+StUCNRMCPO1boGuilEAmH5aGBpzc48g9nR+7kETLt3pI0GqHf/2WXGJgxVvk",
-	"0j5/1klZq6yn6Ma+ayiSFqkmeHCHpkMdeBNz5UzMo2MbNGtQZ08Yc2fjq0s3E953hCdG0Z90snXj/fgT",
-	"/uS6hVFdZqPKLKyJy+nrffjh30Y/QMhYVMnidbvpP3SyvMszd2iB10rDi9HIxIAsna95b1H8OANwx+Z1",
-	"2ICqdmaDQD5GBrgV+IB70jasR+8/jd8dHVyNT998PD58f74RxoWwh1/jsvuaWrj3aRmbNN9ExzoV1Mki",
-	"DnOsQ+u9GN7sEVQ734PehEuml1BKbk0Mx3xv6w3f2zrne32XsGXQAsi/lExaQoAuuc8MbL96w1ex7/Nn",
-	"b/a6UMh6HO5JOHa8EtQIJVRVwtQFxTPgFpitoia9lEklecoEGMmu8SqtAh6+1ASnU0wtXyBUAS2YciFo",
-	"GhlD2fa6yOOKoSiFIOOo0YLGXC0w6w/h5MPZeQxvDs8dvHUxa4221C5tUMp0zuTs/5KT9kRXa1Nqa2Nc",
-	"pq0FnxxAo2EnSomh4+FPXFsw/NcQd/JqGD4dm12o04tgiXsCd7muzEBwFkwr4+hdo+D43eOL1D7G9mMc",
-	"ke0/3BFxt52WmtvlGXX1x5m4wonze+JebeXge4ILkVUVVPNyAj0czobA4Myz0jj13qXvV+dY3QohVArj",
-	"k6N+DAsfTSR/v4ph+jKz0HfB8aYu6HAwz+2g0T5zawtHa8FR2n26o+l9dSJw/u4MfEdIm55g+Ew2YdAq",
-	"CYxZ1Xd/DL0w//g1d85uVdPmSv5oUDOdyyPnuZI+oFWVuhFaLgxw8oD1jMmQWDIrp8tLWzIxsMLcPeFt",
-	"gNAVPmG+0DEUh66GqyFnXFrGpY9zuzyvm8bsbG3NuCX/P1X5VpbmA1NsrQ5erwY4qVIAphUnqeLoTmAO",
-	"9o/BzrUqZ3NoRSN6b5WxtUGA72th7YOSrqRg/5iuOw6BiQtZyzBRrZHYnpPIfq3GjYuVf2cqfoNKp8Ex",
-	"k2zm0olCmGAnqvVpTl9oGVouJDUVirp6gL/rLtX4S1NKGHCBcwLKzYkdp87QtucV3FS/zfBCXsjDBeql",
-	"r+RzFZUSasiW3FdxkkCm0jJHad0UZ0FSd4gzq4IFdPPWxZYuPlrYKrMs7Byq3IuBgGEMsFXB7VWZ0Erm",
-	"LuSa0PU9MFiXFp8LD0WiSvNfG8lpFYj2zkqncsYpOeD1lPJC1gGhOlWckCYZnxx5EWnah51JmKRVtTcR",
-	"2G8UR7sSm5nWSiQku+4SCcSy6ia/M+u5cHfd0pXX+YR2CJmZcrK+8XaOe3ghx5BhIdQyd3UybBmKYwmj",
-	"LHNVVsUEBnpOcyRmaSzmO/X3JG7TVPBrUh5LJRFQGOz7rIngKUqDLdkfF66S4Nlw1ALCEYlWxaBrUjI+",
-	"OWpFLXaiKhZd5Z1ZwQnmDUfD5yFr6OzEFiv4VtV3q86k7XyNZthRmXLCZs4Oe71ATns1JAYlMjICU66N",
-	"hV4rAxj7MgtOwIvse8FmGNiWG1AF+6V0OvVCEm5DO5gwg9lOI51+LleTHaqqYYL2BlG6uQxI5HaOGrLS",
-	"SyGCVBrMNS9A0QfjCV2L2FEW7UTvWvLtSNI8Y/i8hr3ZF7L3EJI0UKB2SzdVRy9HzvKVJJoTtUDYHo1c",
-	"4N+GzRPsHo3uewqQsy8+VUXwZaXaMSwQ7bwcxetu00NA5DbuSjTfyYpVJr/QuODE0VXiq2uXrWTaQwWZ",
-	"l3deHTwbjX63IvB2xq+jOO+DDPylpjX/uKrBF34PXVPXe91qPY9wQ7Y3D7lbp+vGPd88rnkScBtHLx+z",
-	"ubqC3Q14/qit1fUtbsyLzWOqIm8HK8s8Z4RjnahAK81u2WwlNx9dksuiTIfGGLsEtUdUhCmcy3ZvLpzU",
-	"QOzwB+2OWR5SF3ey4bVRjUPu/EK2/UzXezVdDr0k+ETnywKTGJKi7TNRg4/Lp63YT9PqvY4khr/99X9I",
-	"a4dHIvXjEIeHkz/z7N8T6Hkc0zJdzvDWT4SGcIqFYEsyXM4OuWcmLbTsGhx5pHdKPfXwCzeWBlUZSDfg",
-	"2Wi0u/IwxaUiS5m54mBmgWf1GxU3cVL5sEMS6sR3JdjkNKXrTkgAXox+9BMIZAu8ZwultKpM55h1Kdj9",
-	"NlRb17BdjNh02brzWGtdmY1D6YMHLz7HBD2eYV4oizJ1hbmTpYMOMnN06deKzZfsNZrtqBk2+AsuN6s3",
-	"pyX2lI/o/p6abbX65HY1cEUu8+3fX7ve+5yogsfCV7k7fmhAp6sGrIndugsL2rG8L+B+5vXq33vDnpDZ",
-	"bsgrQKgV+8e3Bi9GP24eUT+NowHbj1iifufiBrx8zFk66uxp8LNnjxncfm7wT2DiPLc0nkS3lbuN70HM",
-	"W/M6w9oJnM983MCl35ghV/Nt8E69tdA448bqZXBdk6+Vy3cbZnbFw6v69U3tr5qQ3+3WDA+T422TZKzi",
-	"SNHO58s2bc7uPKir3NKeA47Mzp1ldzuPYW3n/RYpq1ToA4T8Wr8OvvVkJMDfUXvk2r1Z8hGCrO28U/Nq",
-	"qKLXvGhUOoSC/fAqhGH6ZJq9wWUWlExx90K2y601kjwYqMpHyf5x4QNAzjf2tT4zJSunh/m+hweVFsIF",
-	"qUNuoCgnghtvOt1hVhzZYLtNrWpXHpVChQuejV4AmzEuu+zvQTswssnD6bKmv5+1XGHKF/fcJleySutD",
-	"TzVWhkvivJlGE57s/YNr70fooPpx5z+BZvRstEkzxvfoPdQLzJp4cfPQ1T+QG7ZfXyTE8Aatfxq79tih",
-	"euexC0m7IDnxsYOkVZWctJ+AdL566RCXRp1GfzjC+n82/+Zs/gbtZh7/jS6M+78wbi/XjN4G0BBewToX",
-	"L/H2IzxMCrUrxNV1IUsMiS/qcX3c26UuHv9DoMJ9EOA3oqbOg50qZf9AHFTX6RMg6sY8q1PfSdJ9viQX",
-	"tyPn9fmSbKivq/Rs57M/WxG1h1W+3vm/VYxzmENbVUd2efu/AQAA//8d7+pVvEUAAA==",
+	"H4sIAAAAAAAC/+x8+W4judXvqxzUDTDSnZK8tHuSsXERyEt3G2m7fW33DC7GfV1U1ZHEuETWkCy7NQ0D",
+	"eYjvGfJgeZIP55C1SCpvg0lP8iF/2aa5Hp7ldxbWlyjV80IrVM5Gu1+iGYoMDf96dCmm9DNDmxpZOKlV",
+	"tBtdzhBu0VipFegJuBlCmpfWofnGgi0wBaEySEtjUDnQBRpBI6E3OjobbL3e6e+BRZWBdDAW6Q1IBceT",
+	"wYlw6WwYxZFNZzgXtKxbFBjtRtYZqabR/f19HBXCiDm6sL8Dv+xxdibcjBok7a+gP+JIiTmNTqs+URwZ",
+	"/LmUBrNo15kS20vNxef3qKY0y3evaBnn0NBk//8nMfhlc/D9p174ZfDpy2b83dZ91d7/8x+ieG2rcbO3",
+	"/1uiWXRT8fDgBKSyTqgUQWbgNIhMFw6EbZMVZLYHAj5+PD4EaWGKikiKGdzNUIEYW6azAZwXbkEkZDL8",
+	"zOvWdJBZ9LwD954+cfeZ74nAttDKIt/OvsjO8ecSraO/Uq0cKv5VFEUuU2aKjcLocY7zb/9qiSpfWjv8",
+	"g8FJtBv9r42GPTf8f+3GmR/lF12m67G6FbnMQKqidHuQZOiEzBMgMniqTiTmGfMo/WXKHIcRXZhWk1ym",
+	"X3WzxAQyo7uj7dHlOnGDCsYLEJDJyQRZhgIfxNRxiS8sjFGqKWSYo8OMz/FGm7HMMlRf+yCpyHO/KVG6",
+	"GSpHq2EG49Lxrmfl+BsL5/ujA8g0WlDagchzfcf/rfVE552Vlo7vvOYZ15fnhJmi42O/Q5F7JfDAmV92",
+	"1jBdx1H9fyrNZ9HcyhShMPpWZmh4L8eKhEnkX/MGPir8XGBKBEdjtNkDT0ULwiBolS9I0ba2/I2FXE8t",
+	"b/hUuze6VNnX3PCpBlums5qZtQGjS+eF8cxgqlUmqe8bIXPMvjY3VyYJyAg2DDvntmWbV5k67tkjtQjJ",
+	"m9Hx+6PD67Pzo4MPp4fHl8cfTpM+H+1SzlGXX13NzMoxZDLzUqfsHRq4k24WeMJ4RQ0ZiiyXCqGXajWR",
+	"0zLY7vD/sPcYMpyIMnewvQk2HEvr9ySNX/tc1c7HOlsAfk4RMwtbcCL3eVsf1ZIy+soMnhrMaG2RW1be",
+	"rb8rldjShWmKhRsCnYpPo/AWDWA6014Lzsm2t+DZjz/+OBi1TrcOMkb5nVhYSPZRGDTJE/DKk+tWyFyM",
+	"869+kZUmlZ4aBkW2gF4q0lmgj12oFLOYiVYqgyKd0T7jtrlhTGq4RRv5i29IdZl7xh8jpDNMbzDr74FB",
+	"ZxYgJqR86DKSc2oYjKghAcsKyHqMNZW3qAI/FUanaO3XJtGPmOeDiTbzYFHpOGx0CIfTZmCGBqFX5MJR",
+	"t7jC6DGMprRIDMdqYsSRuu3vwYSIpKAsMuGIgsGSgptJW2vkVChWefoWCZr2artM5LBBbwirFdnjmOcM",
+	"a9pgqxmJ+amDmviobFkU2jjMTjCT4pKZ8HdUGYHdVpEC9NotczRTHBSk+3krfFZPvIDzw+l80++BJNnq",
+	"jPY/nF8eHSbwj7/9Fwil3YwMa+2BSUsYoDB6atDa1oV6oCWdhRtJVxm4gWBWMRMW+3vwsFnjxR6DpSSR",
+	"M2GDPqNz+WZaj92fPOf9DdlxCoclWowOTt7J4JaKzKMBkZ8ZOpGT5GV4P65otXyJBLH7dS7GmD8yck3/",
+	"rVJ0Xxg8QSfyPfBzkcCwKMG8tA5SYQx7W2EePf4rpo7mGQuL15meC6k615Ekh9eobtcVdmvRSlqZ1/y6",
+	"mbSpvsWlZZtpK8lfn/WmHOOtNOwkjoXBuV+hMuITo+d8gRdnhGbahr97oUrtSDW9dkGAl1f8QHgzmS0K",
+	"NHYmJy4ZdjrJa6QL0kQTrlxqIa9RZYWWXpiWl7tA5xX1+dHo8P/F8PHscHR5fPqWDvzxdPTD6Pj9aP/9",
+	"UedpUq2szvG6NPlvPLFB4fDayTkTiK5GuGg3IhUx4NauQR5LXtdC+5RO+FB3JM7KOhmO7t9faxfHWfxu",
+	"B3rWCZUJkwGqVGdSTfsgsrlU0AwewtG8cAsoVU7qY0XkmUJMl0CjIYx8aIIJKB11Isg5I/c78BxZG3Yb",
+	"48qnU5A0K17ruXQOswQs4Zi72WII51WMAdxMBDEErRBmguwUoSqGSJAcEHYYHGjljM7JojsyY4nSA+u0",
+	"waTz1tYXX6fZmcHmYG0ykJYTao1wfqd82ipC0sA+r0cgmVR+e0uheo96LhbcM5miSyAJi9mNZoGElQQv",
+	"ILM9SHJpnZ/m/fHFZaV4hTESbWtfFnpvjy7bJ+jvQbIEnq7LBhE2GyvQzKW1D4Er+CspSKXviMKoynm0",
+	"+1NUny+KI9pfFEcPrhR96rgZNlKFSLGTx5XOvKZ4TFhOdYYHuiSTch9HukDF2uk6wJbuKJ1Bq/NbzOBD",
+	"geqC+oPBHIXFbu0YYpH4WZCha0KQdoOM3WBzc3PrKfVd0axS3BEZlaC3O2nTqZKrWRo13DnWFpg+RbgL",
+	"EpgsaOcLGkADnXClXSdarSTvZjJHEJCJxWC7hUNMqSz0BEmkI5xgkBAhARAQFg4PTr6xcHb+4e350cUF",
+	"zSMV+LUAb2lb/TZfnR2dHh6fvo3i6Oz8ww/HF8cfTv2frJCiuN5OFEcevlBbo7ujODo8en/EPTrJwytf",
+	"zwnzT7t5zyPBF2r6J3iOISpmFaLutp9NQPsnH+ANsW++0vqC1s7QYrYu1mn21iUj8bItXjaglRy2pXXZ",
+	"Ei5T69MqBoijzwOBxYCErjRe1kNw2tIpa1n6En67ltk9TVPkpRF5S9ro2FJNy1yYprWhokjng9A4sMUw",
+	"S+dDqTeqbq0I/gFvvhXJfgyJdkRFeTj7GkMO+FsktzL5csW3dBXtQkus7pM9EDDJhWu3Qo/sJmveDK2c",
+	"KoJpYo75gbAIN7iwV0rkVocQAmZ9YFOT6qmSlhzGBQ/mVEGKoCfk8elikOMt5pDQRhLwNzCEH8hrqx2G",
+	"jEyrH3+lgo8ek2Sns1Z8Vk8mqAg1+Oj68EpFq7D8OWpmScHcd/HGVA9CI7lOw3NxdxKYurmx99Jf1PL6",
+	"Cj+760JM8drpG+yQu9FyIgW0t+25sA5oXKe2N2jL3Hso0uHcPvOEUXM4YYxYrElzNe+nh0Ey+QmZcOJl",
+	"3tGv8IvWNuBTSqv0Ozy98J7SHtTCDzknmeBb2IJvfZIjtMw9RHAhZgffvSL6PicPNwi//e+nUnBtevKW",
+	"HyHmReDO5wu3N1MV8guSwczpk6C92y2RFzOx1R/CR3Wj9J1iUeV4/A0W3r3m6F42XJOWeetyn8FPNS+8",
+	"BAnZGjlkaK5nlaf9RASCe3u3nKyjP/cDbuAJXfIYa8ya1E7ncvaybc8rFfzpJTbzL+UYjUKHFnrJ1vDV",
+	"ZhID/xzuJH0S6Qa79ZKd4dYf6f/0c/gq6bdtbIPaaPSTbFVfU7O3R5jMh4eeNCUTkdtOW+ItJ9sS8pfg",
+	"/M0B/PHV998Bx6eA41Ok3B80LjHgcDq8Uu0OX648x4Tf77S5QVP9lRJYpt9f39/f3ydEyZWx4dj011W0",
+	"M9z601V0f58MwUcAvGUhB2aMV8qHUR+xDY9J3wpRf4V18I7gWS4UnlYy8nx5f0coOsB/wq/sNfkpoaA5",
+	"CbsWOrOV4ZiV4yEwAcFijqnzY4KTI3PpFlDoXKYL6G3BhVTTHM+RY4QxvCJSv4Z3cjrLF6PKL+rvQVqU",
+	"rDjmONeGyJrqufdRCC5VwNESG5D3MBCFJBlFswfk9YopR9jlVBGgX9c7vN+W87AVv4pfNywtlcOpN19p",
+	"UbKikkrOqet2Vye/yye9C/kLeqjNG3xe9y7D9IbAxw9S53XoZPl0DE6WnTNivSELwDCw/tDToEP9POwD",
+	"rKgFv04zoEsnNAnrlRsgH/r5gMJPc0CD1kFF20ervUEesCAgrqrfu3RtWVT+zGpIzCdGrCQoydEAnxEh",
+	"H804z1S1CySV+24n6mKNli5/nJi1F9N4IGFvcUWsF7sR/uBLfoNvqtyGHB3tLdQJNX7ErKoLqC7QU349",
+	"XjnF65BCWifhO30HOvclDCEXKy30/GFIu1Sp+rFIb6ZGlyrrP5OqUvlOrNI6fEtTYitsRQs2kagMU5n5",
+	"K9W3aESeB7e7hXzHWuco1OPS0CDEB7zpl/NjF5xrObiPCVod9Fm/JU4yLrnsUrlX252Uddp5ij7Zdw3K",
+	"0yLVBI/u0HaoA29irtnEPDu+RbMGdfaCMSsbX166mfChI7wwT/Oik60b7+ef8EfuFkZ1mY0P7WD7SiKj",
+	"dEXpuH7GZ+Zz4bhQYiWk1ROtWLcin/lOcLjKVGqxvwcJJ9MS71NrAxOubAHN5X8OUGVdJhlV9sLQ0sTo",
+	"+QN1myIvEcY40QahJ5ocsQBPTA9YuFihbrLyF+x3B8ulrxmqZLkspkZkLJmpyJFLLml0p4F5TH8wodoz",
+	"B2YZVLxIFntQaJ3bFmPGEVGWFKUvGXognGfcC+npdDc1q/Kzbm0lMsLAFe+3BYvJFq6JZ68O3BBlaaNd",
+	"Alflgtc2xk7Bnzb/CCHHXNWBrTOW/0cn/bmErMNyvdEGdjY3bQwo2NdYDvtE8fNAywpO68AtVVnsE0bk",
+	"OXpbuhwfiWu0weDx6Q+j98eH16Pztx9Pjk4vn/T/QrzUr/HANbUc5pflsdP5U3SsE+Sdao1x8rpPvh/D",
+	"230S8Mt96I2lEmYBpZLOxnAi9zfeyv2NS7nfDzqg5Vn/XArlyGvhuj1hYeu7t3LZaX61/Xa/S4LW8wcv",
+	"8r1GS9HQUB1dFQxxMo/LyYWrwq29VCitZCpysErc4HVaRUp9ZQpOJpg6eYtQRcJhInNSxlLFULbDNTdY",
+	"uBiKMs8J0Bl0YHCubzHrD+Hsw8VlDG+PLtkl41ybQVcaTneWKp0JNf2fFN15YYzmqYT/ky5723K/OPJO",
+	"w860zofMwz9I49iSeeYJpu2HE7sHddEFOOKewF3cVVgIDq5t1WF4dz5EjB7wn2u/eOs5zvPW7+48822n",
+	"pZFucUFd/XHGXDh4+UDAvK0cfE/g2HpVHD0rx9DD4XQIAi48K41SHxHx/erKE14hBMZgdHbcj33xmH/m",
+	"UCU/fAV56Hsr8a4uaGTXhHfQaJ+ZcwXTOpeo3AHd0eShOkm4fH8BviOkTU+wcqqa/ElVGoNZ1fdgBL0w",
+	"/+iN5ABNVa7O1fw0qJmOq2vmc618JLyqYicPr/DlV9pMhQoJcbt0unnpSpEPHAOepRPeB7evwtTCV56F",
+	"dx/LeS6YC6mckMrDJa554Wns7sbGVLpZOR6mer6RpfOBLTaWB6/XSJ1VuUPbCrBWCTgWmMODE3Azo8vp",
+	"DFoRtN47bV1tEODbWlj7wOWEMDo4oeuOQzDtStUyTFRrJLbHEtmv1bgdhvxx4DeodBqcCCWmXAaR5zbY",
+	"iWp9mtMXq4WWK8W1b5q6eqd0jy/V+ksj3AmccSOY15yYOXWKrj1vLm31t/VVLoyNYwhgmZqulMfJ5Psr",
+	"glPLMy5VGkKPfY8YMp3ajUwstofzrD+8Ulfq6BbNwpf/8zOMECEmMJg8VH1I3khazlE5nuIi6IBd4vmq",
+	"QAx53sbZwc8pFq6qtcndDKp0sIWAjiyIZZXQq2pDKmm+Umvi3PeQY10OPd3CyxJt5C+NTLZelfQuSlZm",
+	"ozRFa+spFVPXh0fr4pmEdNTo7NgLX9M+7MwLJ616+HGO/UYltZ9vCdtaicRvj9mD7lO0ngusVQcxIyku",
+	"XPclPiGAbMvx+sbbVT/DKzWCDItcL+ZclygW4UUNoZ/FXJdVeZWFHuukxC6sw/lu/f8kbtM0lzfEjwvy",
+	"TzG32PfB+lymqLw/FrTKqODaqu3hZgtiRyS0FZeuyd/o7LgVw9uNqvRYVYkjCkkAcrg5fBUKGdgCbYhC",
+	"blR9N+rk/u6XaIodlYBnYsoW3msckee1KMWg84zMy0Qa66DXKkqIfeGZJEhHyKEQUwxsKy3oQvxcBjEl",
+	"RIhuMBYWs91GSv1cXOha1byO0d0hKp7LgkLJtbhZ6aUQQWkD9kYWwEW61hO6FrHjLNqN3rc0R7T89vGn",
+	"NVQvPhOSgJA3hgINL91Ueb7ejL37b0GM9S3C1uYm5yJd2DwB+s3Nh94PzsVnnz1nf779jiAsEO2+3ozX",
+	"HbLHIM593OVVryTqKzBRGLyVxNFVLr5rl638/mNPHT6tPFXc3tz8zV6OtYsQOgq1P6jAX3pS8w/Xju/4",
+	"PXRNXe91o/WmkodsPT1k9QUMj3v19LjmHeF9HL1+zubqZ2884NWztlZX/PGYnafHVM+nGLCW87kghMyi",
+	"Aq3KHyemS+VC0SdyhrTt0BgjrpnxWI3QCjuDD2ZQm6cOtDvhZEjkrRTo1EY1DuU8V6rtwXLv5Qoe6CXB",
+	"27pcFJjEkBRtb4wafJYqbUVCm1bvzyQx/ONvfyetHV6W1i9KGWknf5bZ/0mg5xFSy3Sx4a3fFQ/hHItc",
+	"LMhwsR3it6ktHM4NTB7l3V1PPfwsrWuhFz9ge3Nzb+k1K1dHlCrjZzfCgczqh608cVJ5x0MS6sR3JUDm",
+	"nzNQd0ICsLP5vZ8gR1G9R1nbQqmcLtMZZl0K9qANAtc1bBcjNl02Vl54ryuzUajG8uDFZ1yhJzOcF9qh",
+	"SvnxyXjB0IFgYYFpv1Zsvoi50WzHzbDBX3DxtHpjLbGvfX7jt9RsywVx98shMXLG7//52vXBN8gV8M79",
+	"+zHmhwZ0cn10TezWXTgwzPL+Gc+216v/7A17QmZ7VXFrqGT917cGO5vfPz2ifgVFA7aesUT9gpQHvH7O",
+	"WTrektHg7e3nDG4/5Ps3MHGeWxpPotvK3ccPIOaNWV1v0AmcL3xEgpPRwpIT+y74vd5aGJxK68wiOMXJ",
+	"l8rluw8z83OKZf36tvaEbah26NYMj5PjXZNyryJU0e5Pn9q0uVh5hV+5pT0GjsLN2LLzzmNY23m/Rcqq",
+	"MOARQn6pPyly78lIgL+jHJLbvVnysYesHRag5uUgSK/5DII2Icjsh1fBEdsn0+wNrnCcN9y7Uu0HKFUl",
+	"fVXRTvZP5j60xL6xLz+calU5PcL3PTpcKrEny1SU41xabzr5MEuObLDdtla1y0/+KlywvbkDYiqk6rK/",
+	"h+2Qy1MeTpc1/e2s5RJT7jxwm1KrKpsLPd1Ymdajyv6/g/Z+hg6qvwjxb6AZPRs9pRnjB/QemlvMmkh0",
+	"83UM//R82H6PlhDDW/T1AOvPv7pewe1dqaT9YII9CEhajyaS9gO5J94ZdghRo2Sj3x13rXygoPp+VNfE",
+	"odsG9+FZ/yM0X1No3qJ7WmJ+pUPEn+MivcoVyR0u99HZYOvVTlXPzOD8meXM//jb3++TIZyUjmiwC0kI",
+	"KCbQC/H03XZl7pXypbkc8wsWr0n/2f6K/xxqPxPocYy+72V1pUdRbvjM3EZIuSVXqufj97sgvO+cIhid",
+	"55pLh+r84x790eQuqtc6LW3iI+1jYqLqrTliCE4ovLtSVTayPwQf7fdOsf+mFbk383lFGs4+k032moUc",
+	"5s2YEAIK55ubT9f4uqBWYfCV+qBaH2UiuCHAyXkgb1O1uL252QQG6m/5VKWhPgNevUYyGRnOgDMqFRdf",
+	"qWTt1XP94Ff4auuQV8tZaXzjZ1OpzFvPWqUDXbohjALj+NfBvD6XN86kml6psGN2AcmS1/+igXOpmm9Y",
+	"1FUOyc5w609J9QzUgtNMOoV3yC+DmEuVfxVFgCrcapeu/thO5DwFeEiv8ieF+LlWHf58e3RJVuFsdHnw",
+	"bg92trbX7FD1Gb5QfuArdR+GSuFDR49ipGfGNkRwo+uvY5FT4SnEHKj0QBdfOcax+u2OF9u85Vcb/2Lx",
+	"jnX54gtR0klRwVTHX4a5EzWvEwv7kf3/WOzaYj8rqrHyhRcOVTwj2tDxPbP/hEV+ExzjL6Tll/aW0+tk",
+	"8biA9ZnxkifCJOGLWhzUTrwlC7Yq1K6Tbq4L2WNIfFE/9+HvV3Th998lOPJQ0ONXxok6D3autfsdIz/1",
+	"Y+lCPBTlWZ56peDpp09k+Drqh376RPbHv6vypttX0mww6g2rfFn5BK3lFEFoq96RfLr/7wAAAP//Mzkz",
+	"MoBXAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

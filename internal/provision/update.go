@@ -1,0 +1,328 @@
+package provision
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	configv1 "github.com/openshift/api/config/v1"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
+	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
+	"github.com/dcm-sp/acm-cluster-sp/internal/render"
+)
+
+// Update accepts a day-2 change (docs/day2.md): everything that can refuse it is checked first (If-Match, the
+// patch, the cluster's state, the target, bare-metal Agents — the extra ones reserved), then the new spec and the
+// operation record are written to the HostedCluster in one conditional update, before anything else changes. The
+// leader's reconciler carries the operation out (Converge → operate), so it survives this process.
+func (s *Service) Update(ctx context.Context, id string, body []byte, ifMatch string) (*clusters.Cluster, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	unlock := s.locks.lock("id/" + id)
+	defer unlock()
+	v, ok := s.hub.Index().Get(id)
+	if !ok || v.Gone() {
+		return nil, clusters.NotFound("cluster %s not found", id)
+	}
+	hc := v.HostedCluster
+	cur := clusters.BuildCluster(v, s.now(), s.viewSettings())
+	if !etagMatches(ifMatch, cur.ETag) {
+		return nil, clusters.PreconditionFailed("If-Match %s does not match the cluster's ETag %s: it changed since it was read", ifMatch, cur.ETag)
+	}
+	cat, err := s.catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	platform := render.PlatformOf(hc.Spec.Platform.Type)
+	st := clusters.UpdateState{
+		StoredSpec: hc.Annotations[meta.AnnotationSpec], Deleting: hc.DeletionTimestamp != nil, EverCompleted: everCompleted(hc),
+		Operation: operation.Decode(hc), CompletedVersion: completedVersion(hc), Upgradeable: upgradeableBlock(hc),
+		Catalog: cat, DefaultWorkerCount: s.cfg.DefaultWorkerCount, HCGeneration: hc.Generation, Now: s.now(),
+		Timeout:     clusters.OperationTimeout(platform, s.cfg.OperationTimeoutKubeVirt, s.cfg.OperationTimeoutBareMetal),
+		OperationID: uuid.NewString(),
+	}
+	for _, np := range v.NodePools {
+		st.NodePoolVersions = append(st.NodePoolVersions, np.Status.Version)
+	}
+	d, err := clusters.DecideUpdate(body, s.cfg.Spec, st)
+	if err != nil {
+		return nil, err
+	}
+	if d.Spec == nil {
+		return &cur, nil // nothing changes: a replay starts nothing
+	}
+	ch := &changes{}
+	if platform == render.BareMetal && d.Operation != nil {
+		switch d.Operation.Kind {
+		case operation.Scale:
+			// Reserve the extra Agents first: a shortfall is a 422 before anything is recorded.
+			if err := s.ensureAgents(ctx, id, d.Spec, int(d.Operation.Replicas), ch); err != nil {
+				s.rollback(ctx, id, ch)
+				return nil, err
+			}
+		case operation.Resize:
+			if err := s.checkBoundAgents(ctx, id, d.Spec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	annotations := map[string]any{meta.AnnotationSpec: d.Spec.JSON}
+	if d.Operation != nil {
+		annotations[operation.Annotation] = d.Operation.Encode()
+	}
+	if err := s.patchHostedClusterMeta(ctx, hc, annotations); err != nil {
+		s.rollback(ctx, id, ch)
+		return nil, err
+	}
+	if d.Operation != nil {
+		s.log.Info("operation accepted", "id", id, "name", hc.Name, "operation", d.Operation.Describe(), "from", d.Operation.From)
+	}
+	// Read-your-writes: the answer and a GET right after show the new spec.
+	var after hub.View
+	if s.waitCache(ctx, func() bool {
+		after, ok = s.hub.Index().Get(id)
+		return ok && after.HostedCluster != nil && after.HostedCluster.Annotations[meta.AnnotationSpec] == d.Spec.JSON
+	}) {
+		c := clusters.BuildCluster(after, s.now(), s.viewSettings())
+		return &c, nil
+	}
+	return &cur, nil
+}
+
+// etagMatches implements If-Match (RFC 9110 §13.1.1): absent or "*" matches; otherwise one of the listed tags
+// (weak or strong) must be the current one.
+func etagMatches(ifMatch, etag string) bool {
+	ifMatch = strings.TrimSpace(ifMatch)
+	if ifMatch == "" || ifMatch == "*" {
+		return true
+	}
+	for _, t := range strings.Split(ifMatch, ",") {
+		if strings.TrimPrefix(strings.TrimSpace(t), "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// patchHostedClusterMeta merge-patches the HostedCluster's annotations, conditional on the version the decision was
+// made on: a concurrent change makes the caller retry on fresh state.
+func (s *Service) patchHostedClusterMeta(ctx context.Context, hc *hyperv1.HostedCluster, annotations map[string]any) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": hc.ResourceVersion, "annotations": annotations}})
+	if err != nil {
+		return clusters.Internal(err, "encoding the operation record")
+	}
+	target := &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: hc.Name}}
+	if err := s.hub.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return clusters.NotFound("cluster %s not found", meta.InstanceID(hc.Labels))
+		}
+		return clusters.Internal(err, "recording the operation on HostedCluster %s", hc.Name)
+	}
+	return nil
+}
+
+// checkBoundAgents accepts a bare-metal resize only when every Agent reserved for the cluster meets the new
+// minimums (InPlace NodePools never re-provision existing nodes: the sizes stay selection minimums).
+func (s *Service) checkBoundAgents(ctx context.Context, id string, spec *clusters.Spec) error {
+	agents, err := s.hub.Agents(ctx)
+	if err != nil {
+		return clusters.Internal(err, "reading Agents")
+	}
+	req := requirements(id, spec)
+	var short []string
+	for _, a := range agents {
+		if a.Labels[meta.LabelInstanceID] != id {
+			continue
+		}
+		if why := inventory.Undersized(a, req); why != "" {
+			short = append(short, a.Name+": "+why)
+		}
+	}
+	if len(short) > 0 {
+		return clusters.Unprocessable("the cluster's Agents do not meet the new minimums (%s); a bare-metal resize cannot replace nodes", strings.Join(short, "; "))
+	}
+	return nil
+}
+
+func everCompleted(hc *hyperv1.HostedCluster) bool {
+	return completedVersion(hc) != ""
+}
+
+// completedVersion is the last Completed control-plane version (HyperShift's getHostedClusterVersion).
+func completedVersion(hc *hyperv1.HostedCluster) string {
+	if hc.Status.Version == nil {
+		return ""
+	}
+	for _, h := range hc.Status.Version.History {
+		if h.State == configv1.CompletedUpdate {
+			return h.Version
+		}
+	}
+	return ""
+}
+
+// upgradeableBlock is the CVO's reason while ClusterVersionUpgradeable=False ("" otherwise).
+func upgradeableBlock(hc *hyperv1.HostedCluster) string {
+	c := apimeta.FindStatusCondition(hc.Status.Conditions, string(hyperv1.ClusterVersionUpgradeable))
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return ""
+	}
+	return c.Reason + ": " + c.Message
+}
+
+// operate advances a cluster's open operation one step (leader only, from Converge): the record moves first, then
+// the hub — the control plane's release, then the NodePools' spec — so a restart resumes from the record.
+func (s *Service) operate(ctx context.Context, hc *hyperv1.HostedCluster, spec *clusters.Spec, in render.Input) error {
+	rec := operation.Decode(hc)
+	id := meta.InstanceID(hc.Labels)
+	if !rec.Open() {
+		if spec.Platform == render.BareMetal && rec != nil && rec.Kind == operation.Scale {
+			return s.releaseSurplusAgents(ctx, id, int(rec.Replicas))
+		}
+		return nil
+	}
+	v, _ := s.hub.Index().Get(id)
+	in.WorkerCount = rec.Replicas
+	desired := render.Render(in).NodePool
+	inSpec := func(np *hyperv1.NodePool) bool { return nodePoolInSpec(rec, np, desired) }
+	verdict := operation.Next(rec, hc, v.NodePools, inSpec, s.now())
+	if img := verdict.Action.SetControlPlaneImage; img != "" {
+		patch := []byte(fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"release":{"image":%q}}}`, hc.ResourceVersion, img))
+		if err := s.hub.Client.Patch(ctx, &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: hc.Name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("upgrading the control plane of %s to %s: %w", hc.Name, rec.To, err)
+		}
+		s.log.Info("operation: control plane release set", "id", id, "operation", rec.Describe())
+		return nil // the next reconcile (the HostedCluster changed) records the progress
+	}
+	if verdict.Phase != rec.Phase || verdict.Message != rec.Message {
+		next := *rec
+		next.Phase, next.Message = verdict.Phase, verdict.Message
+		annotations := map[string]any{}
+		if !next.Open() {
+			next.EndedAt = s.now().UTC()
+			if next.Phase == operation.PhaseDone && next.Kind == operation.Upgrade {
+				annotations[meta.AnnotationOpenShiftVersion] = next.To
+			}
+			s.log.Info("operation ended", "id", id, "operation", next.Describe(), "message", next.Message)
+		}
+		annotations[operation.Annotation] = next.Encode()
+		if err := s.patchHostedClusterMeta(ctx, hc, annotations); err != nil {
+			return err
+		}
+		if !next.Open() {
+			return nil
+		}
+	}
+	if verdict.Action.SyncNodePools {
+		for _, np := range v.NodePools {
+			if np.DeletionTimestamp != nil || inSpec(np) {
+				continue
+			}
+			if err := s.syncNodePool(ctx, rec, np, desired); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// nodePoolInSpec: the NodePool already carries what the operation changes (only that: other fields stay
+// byte-stable, since changing e.g. the pull secret's name would roll every node).
+func nodePoolInSpec(rec *operation.Record, np, desired *hyperv1.NodePool) bool {
+	switch rec.Kind {
+	case operation.Upgrade:
+		return np.Spec.Release.Image == rec.ReleaseImage
+	case operation.Scale:
+		return ptr.Deref(np.Spec.Replicas, -1) == rec.Replicas
+	case operation.Resize:
+		have, want := np.Spec.Platform.Kubevirt, desired.Spec.Platform.Kubevirt
+		if want == nil || have == nil {
+			return true // bare metal: the sizes are Agent minimums, stored only
+		}
+		return sameCompute(have, want)
+	}
+	return true
+}
+
+func sameCompute(have, want *hyperv1.KubevirtNodePoolPlatform) bool {
+	if have.Compute == nil || have.RootVolume == nil || have.RootVolume.Persistent == nil || have.RootVolume.Persistent.Size == nil {
+		return false
+	}
+	return ptr.Deref(have.Compute.Cores, 0) == ptr.Deref(want.Compute.Cores, 0) &&
+		have.Compute.Memory != nil && have.Compute.Memory.Cmp(*want.Compute.Memory) == 0 &&
+		have.RootVolume.Persistent.Size.Cmp(*want.RootVolume.Persistent.Size) == 0
+}
+
+// syncNodePool patches the field the operation changes, conditional on the NodePool's version.
+func (s *Service) syncNodePool(ctx context.Context, rec *operation.Record, np, desired *hyperv1.NodePool) error {
+	next := np.DeepCopy()
+	switch rec.Kind {
+	case operation.Upgrade:
+		next.Spec.Release.Image = rec.ReleaseImage
+	case operation.Scale:
+		next.Spec.Replicas = ptr.To(rec.Replicas)
+	case operation.Resize:
+		kv := next.Spec.Platform.Kubevirt
+		want := desired.Spec.Platform.Kubevirt
+		if kv.Compute == nil {
+			kv.Compute = &hyperv1.KubevirtCompute{}
+		}
+		kv.Compute.Cores, kv.Compute.Memory = want.Compute.Cores, want.Compute.Memory
+		if kv.RootVolume == nil || kv.RootVolume.Persistent == nil {
+			kv.RootVolume = want.RootVolume
+		} else {
+			kv.RootVolume.Persistent.Size = want.RootVolume.Persistent.Size
+		}
+	}
+	if err := s.hub.Client.Patch(ctx, next, client.MergeFromWithOptions(np, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsInvalid(err) {
+			return clusters.HubRejected(err, "NodePool", np.Name)
+		}
+		return fmt.Errorf("patching NodePool %s for %s: %w", np.Name, rec.Describe(), err)
+	}
+	s.log.Info("operation: NodePool patched", "id", meta.InstanceID(np.Labels), "nodePool", np.Name, "operation", rec.Describe())
+	return nil
+}
+
+// releaseSurplusAgents drops the reservation of Agents beyond the cluster's worker count once they are unbound
+// (after a bare-metal scale-down the operator unbinds them; they need re-discovery before another cluster).
+func (s *Service) releaseSurplusAgents(ctx context.Context, id string, keep int) error {
+	agents, err := s.hub.Agents(ctx)
+	if err != nil {
+		return err
+	}
+	var mine []inventory.Agent
+	for _, a := range agents {
+		if a.Labels[meta.LabelInstanceID] == id {
+			mine = append(mine, a)
+		}
+	}
+	surplus := len(mine) - keep
+	for _, a := range mine {
+		if surplus <= 0 {
+			break
+		}
+		if a.ClusterDeploymentName != "" || a.BoundCondition == "True" {
+			continue // still bound: the operator has not let it go yet
+		}
+		if err := s.releaseAgent(ctx, a.Name, id); err != nil {
+			return err
+		}
+		surplus--
+	}
+	return nil
+}
