@@ -64,6 +64,11 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 		return UpdateDecision{}, Internal(err, "reading the stored spec")
 	}
 	merged := mergePatch(stored, patch)
+	// An immutable change is named as such before the merged spec is validated (which would complain about its
+	// consequences instead, e.g. a baremetal platform without an InfraEnv).
+	if fields := immutableChanges(stored, merged); len(fields) > 0 {
+		return UpdateDecision{}, InvalidFields(fields)
+	}
 	data, err := json.Marshal(map[string]any{"spec": merged})
 	if err != nil {
 		return UpdateDecision{}, Internal(err, "applying the patch")
