@@ -47,14 +47,18 @@ func TestMapDuringOperations(t *testing.T) {
 		want   Status
 		msgHas string
 	}{
-		{"upgrade, control plane progressing", newHC(5 * time.Hour).done().op(upgradeTo(operation.PhaseControlPlane)).image("quay.io/x:4.18.22-multi").cond("ClusterVersionProgressing", "True", "", "Working towards 4.18.22: 10 of 40 done (25% complete)", 0), []*hyperv1.NodePool{np3()}, Updating, "Upgrading control plane to 4.18.22: Working towards 4.18.22: 10 of 40 done (25% complete)"},
+		{"upgrade, control plane progressing", newHC(5*time.Hour).done().op(upgradeTo(operation.PhaseControlPlane)).image("quay.io/x:4.18.22-multi").cond("ClusterVersionProgressing", "True", "", "Working towards 4.18.22: 10 of 40 done (25% complete)", 0), []*hyperv1.NodePool{np3()}, Updating, "Upgrading control plane to 4.18.22: Working towards 4.18.22: 10 of 40 done (25% complete)"},
 		{"upgrade, workers rolling", newHC(5 * time.Hour).done().op(upgradeTo(operation.PhaseNodePools)), []*hyperv1.NodePool{surge}, Updating, "Upgrading workers to 4.18.22: 0/3 nodes updated"},
 		{"scale up, not every worker yet", newHC(5 * time.Hour).done().op(operation.Record{Kind: operation.Scale, From: "3", To: "5", Phase: operation.PhaseWorkers, Replicas: 5, Deadline: now.Add(time.Hour)}), []*hyperv1.NodePool{scaling}, Updating, "Scaling workers 3→5: 4/5 ready"},
-		{"upgrade failed (recorded)", newHC(5 * time.Hour).done().op(func() operation.Record { r := upgradeTo(operation.PhaseFailed); r.Message = "Upgrade blocked: AdminAckRequired"; return r }()), []*hyperv1.NodePool{np3()}, Failed, "Upgrade blocked: AdminAckRequired"},
+		{"upgrade failed (recorded)", newHC(5 * time.Hour).done().op(func() operation.Record {
+			r := upgradeTo(operation.PhaseFailed)
+			r.Message = "Upgrade blocked: AdminAckRequired"
+			return r
+		}()), []*hyperv1.NodePool{np3()}, Failed, "Upgrade blocked: AdminAckRequired"},
 		{"deadline passed", newHC(5 * time.Hour).done().op(expired), []*hyperv1.NodePool{np3()}, Failed, "Upgrade did not finish within 9m59s: last words"},
-		{"control plane unavailable within the grace", newHC(5 * time.Hour).done().op(upgradeTo(operation.PhaseControlPlane)).cond("Available", "False", "x", "KAS rolling", time.Minute), []*hyperv1.NodePool{np3()}, Updating, "Upgrading control plane"},
-		{"control plane unavailable past the grace", newHC(5 * time.Hour).done().op(upgradeTo(operation.PhaseControlPlane)).cond("Available", "False", "x", "KAS down", 6*time.Minute), []*hyperv1.NodePool{np3()}, Unavailable, "KAS down"},
-		{"degraded long during an operation: the deadline decides", newHC(5 * time.Hour).done().op(upgradeTo(operation.PhaseControlPlane)).cond("Degraded", "True", "UnavailableReplicas", "", 20*time.Minute), []*hyperv1.NodePool{np3()}, Updating, ""},
+		{"control plane unavailable within the grace", newHC(5*time.Hour).done().op(upgradeTo(operation.PhaseControlPlane)).cond("Available", "False", "x", "KAS rolling", time.Minute), []*hyperv1.NodePool{np3()}, Updating, "Upgrading control plane"},
+		{"control plane unavailable past the grace", newHC(5*time.Hour).done().op(upgradeTo(operation.PhaseControlPlane)).cond("Available", "False", "x", "KAS down", 6*time.Minute), []*hyperv1.NodePool{np3()}, Unavailable, "KAS down"},
+		{"degraded long during an operation: the deadline decides", newHC(5*time.Hour).done().op(upgradeTo(operation.PhaseControlPlane)).cond("Degraded", "True", "UnavailableReplicas", "", 20*time.Minute), []*hyperv1.NodePool{np3()}, Updating, ""},
 		{"deleting beats the operation", newHC(5 * time.Hour).done().op(upgradeTo(operation.PhaseControlPlane)).deleting(), []*hyperv1.NodePool{np3()}, Deleting, ""},
 		{"operation done, surge left over", newHC(5 * time.Hour).done().op(upgradeTo(operation.PhaseDone)), []*hyperv1.NodePool{surge}, Ready, "workers 4/3"},
 		{"autoscaling within bounds", newHC(5 * time.Hour).done(), []*hyperv1.NodePool{auto}, Ready, ""},
