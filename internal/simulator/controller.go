@@ -217,6 +217,28 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 			return err
 		}
 	}
+	for _, name := range p.UnbindAgents {
+		if err := s.setAgentBinding(ctx, hc, name, false); err != nil {
+			return err
+		}
+	}
+	if p.HCTransition != "" {
+		if err := annotate(ctx, s.Client, hc, AnnotationUpgrade, p.HCTransition); err != nil {
+			return err
+		}
+	}
+	for _, np := range nps {
+		if tr := p.NPTransitions[np.Name]; tr != "" {
+			if err := annotate(ctx, s.Client, np, AnnotationRollout, tr); err != nil {
+				return err
+			}
+		}
+		if t := p.NPTemplates[np.Name]; t != "" {
+			if err := annotate(ctx, s.Client, np, AnnotationTemplate, t); err != nil {
+				return err
+			}
+		}
+	}
 	if p.HCStatus != nil {
 		hc.Status = *p.HCStatus
 		if err := s.Client.Status().Update(ctx, hc); err != nil {
@@ -232,6 +254,26 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 		}
 	}
 	return s.playACM(ctx, hc, p.JoinACM)
+}
+
+// annotate sets (or, for "-", removes) one annotation of the simulator's own bookkeeping, in place (obj gets the
+// new resourceVersion for the status update that follows).
+func annotate(ctx context.Context, c client.Client, obj client.Object, key, value string) error {
+	before := obj.DeepCopyObject().(client.Object)
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	if value == "-" {
+		if _, ok := a[key]; !ok {
+			return nil
+		}
+		delete(a, key)
+	} else {
+		a[key] = value
+	}
+	obj.SetAnnotations(a)
+	return c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
 // playACM does what ACM would for the SP's ManagedCluster: create the cluster namespace when it registers, and
