@@ -38,55 +38,33 @@ func (s *Service) Update(ctx context.Context, id string, body []byte, ifMatch st
 	if !ok || v.Gone() {
 		return nil, clusters.NotFound("cluster %s not found", id)
 	}
+	opID := uuid.NewString()
+	var d clusters.UpdateDecision
+	var cur clusters.Cluster
 	hc := v.HostedCluster
-	cur := clusters.BuildCluster(v, s.now(), s.viewSettings())
-	if !etagMatches(ifMatch, cur.ETag) {
-		return nil, clusters.PreconditionFailed("If-Match %s does not match the cluster's ETag %s: it changed since it was read", ifMatch, cur.ETag)
-	}
-	cat, err := s.catalog(ctx)
-	if err != nil {
-		return nil, err
-	}
-	platform := render.PlatformOf(hc.Spec.Platform.Type)
-	st := clusters.UpdateState{
-		StoredSpec: hc.Annotations[meta.AnnotationSpec], Deleting: hc.DeletionTimestamp != nil, EverCompleted: everCompleted(hc),
-		Operation: operation.Decode(hc), CompletedVersion: completedVersion(hc), Upgradeable: upgradeableBlock(hc),
-		Catalog: cat, DefaultWorkerCount: s.cfg.DefaultWorkerCount, HCGeneration: hc.Generation, Now: s.now(),
-		Timeout:     clusters.OperationTimeout(platform, s.cfg.OperationTimeoutKubeVirt, s.cfg.OperationTimeoutBareMetal),
-		OperationID: uuid.NewString(),
-	}
-	for _, np := range v.NodePools {
-		st.NodePoolVersions = append(st.NodePoolVersions, np.Status.Version)
-	}
-	d, err := clusters.DecideUpdate(body, s.cfg.Spec, st)
-	if err != nil {
-		return nil, err
-	}
-	if d.Spec == nil {
-		return &cur, nil // nothing changes: a replay starts nothing
-	}
-	ch := &changes{}
-	if platform == render.BareMetal && d.Operation != nil {
-		switch d.Operation.Kind {
-		case operation.Scale:
-			// Reserve the extra Agents first: a shortfall is a 422 before anything is recorded.
-			if err := s.ensureAgents(ctx, id, d.Spec, int(d.Operation.Replicas), ch); err != nil {
-				s.rollback(ctx, id, ch)
-				return nil, err
-			}
-		case operation.Resize:
-			if err := s.checkBoundAgents(ctx, id, d.Spec); err != nil {
-				return nil, err
-			}
+	// The decision is made on a version of the HostedCluster and recorded conditionally on it: the operator writes
+	// its status all the time, so a conflict is retried on a fresh read (the decision is cheap and pure).
+	for attempt := 0; ; attempt++ {
+		var err error
+		cur = clusters.BuildCluster(v, s.now(), s.viewSettings())
+		if d, err = s.decideUpdate(ctx, v, body, ifMatch, opID, cur.ETag); err != nil {
+			return nil, err
 		}
-	}
-	annotations := map[string]any{meta.AnnotationSpec: d.Spec.JSON}
-	if d.Operation != nil {
-		annotations[operation.Annotation] = d.Operation.Encode()
-	}
-	if err := s.patchHostedClusterMeta(ctx, hc, annotations); err != nil {
-		s.rollback(ctx, id, ch)
-		return nil, err
+		if d.Spec == nil {
+			return &cur, nil // nothing changes: a replay starts nothing
+		}
+		err = s.recordUpdate(ctx, id, hc, d)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == 4 {
+			return nil, err
+		}
+		fresh := &hyperv1.HostedCluster{}
+		if gerr := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(hc), fresh); gerr != nil {
+			return nil, clusters.Internal(gerr, "reading HostedCluster %s", hc.Name)
+		}
+		hc, v.HostedCluster = fresh, fresh
 	}
 	if d.Operation != nil {
 		s.log.Info("operation accepted", "id", id, "name", hc.Name, "operation", d.Operation.Describe(), "from", d.Operation.From)
@@ -101,6 +79,59 @@ func (s *Service) Update(ctx context.Context, id string, body []byte, ifMatch st
 		return &c, nil
 	}
 	return &cur, nil
+}
+
+// decideUpdate gathers the state of one cluster and decides the patch (clusters.DecideUpdate).
+func (s *Service) decideUpdate(ctx context.Context, v hub.View, body []byte, ifMatch, opID, etag string) (clusters.UpdateDecision, error) {
+	hc := v.HostedCluster
+	if !etagMatches(ifMatch, etag) {
+		return clusters.UpdateDecision{}, clusters.PreconditionFailed("If-Match %s does not match the cluster's ETag %s: it changed since it was read", ifMatch, etag)
+	}
+	cat, err := s.catalog(ctx)
+	if err != nil {
+		return clusters.UpdateDecision{}, err
+	}
+	platform := render.PlatformOf(hc.Spec.Platform.Type)
+	st := clusters.UpdateState{
+		StoredSpec: hc.Annotations[meta.AnnotationSpec], Deleting: hc.DeletionTimestamp != nil, EverCompleted: everCompleted(hc),
+		Operation: operation.Decode(hc), CompletedVersion: completedVersion(hc), Upgradeable: upgradeableBlock(hc),
+		Catalog: cat, DefaultWorkerCount: s.cfg.DefaultWorkerCount, HCGeneration: hc.Generation, Now: s.now(),
+		Timeout:     clusters.OperationTimeout(platform, s.cfg.OperationTimeoutKubeVirt, s.cfg.OperationTimeoutBareMetal),
+		OperationID: opID,
+	}
+	for _, np := range v.NodePools {
+		st.NodePoolVersions = append(st.NodePoolVersions, np.Status.Version)
+	}
+	return clusters.DecideUpdate(body, s.cfg.Spec, st)
+}
+
+// recordUpdate checks and reserves what a bare-metal change needs, then writes the new spec and the operation
+// record in one conditional update of the HostedCluster (nothing else changes before it).
+func (s *Service) recordUpdate(ctx context.Context, id string, hc *hyperv1.HostedCluster, d clusters.UpdateDecision) error {
+	ch := &changes{}
+	if render.PlatformOf(hc.Spec.Platform.Type) == render.BareMetal && d.Operation != nil {
+		switch d.Operation.Kind {
+		case operation.Scale:
+			// Reserve the extra Agents first: a shortfall is a 422 before anything is recorded.
+			if err := s.ensureAgents(ctx, id, d.Spec, int(d.Operation.Replicas), ch); err != nil {
+				s.rollback(ctx, id, ch)
+				return err
+			}
+		case operation.Resize:
+			if err := s.checkBoundAgents(ctx, id, d.Spec); err != nil {
+				return err
+			}
+		}
+	}
+	annotations := map[string]any{meta.AnnotationSpec: d.Spec.JSON}
+	if d.Operation != nil {
+		annotations[operation.Annotation] = d.Operation.Encode()
+	}
+	if err := s.patchHostedClusterMeta(ctx, hc, annotations); err != nil {
+		s.rollback(ctx, id, ch)
+		return err
+	}
+	return nil
 }
 
 // etagMatches implements If-Match (RFC 9110 §13.1.1): absent or "*" matches; otherwise one of the listed tags
@@ -203,6 +234,9 @@ func (s *Service) operate(ctx context.Context, hc *hyperv1.HostedCluster, spec *
 	if img := verdict.Action.SetControlPlaneImage; img != "" {
 		patch := []byte(fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"release":{"image":%q}}}`, hc.ResourceVersion, img))
 		if err := s.hub.Client.Patch(ctx, &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: hc.Name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			if apierrors.IsConflict(err) {
+				return nil // decided on a stale copy: the newer one is on its way to the cache and reconciles again
+			}
 			return fmt.Errorf("upgrading the control plane of %s to %s: %w", hc.Name, rec.To, err)
 		}
 		s.log.Info("operation: control plane release set", "id", id, "operation", rec.Describe())
@@ -221,6 +255,9 @@ func (s *Service) operate(ctx context.Context, hc *hyperv1.HostedCluster, spec *
 		}
 		annotations[operation.Annotation] = next.Encode()
 		if err := s.patchHostedClusterMeta(ctx, hc, annotations); err != nil {
+			if apierrors.IsConflict(err) {
+				return nil // as above: never record progress decided on a stale copy
+			}
 			return err
 		}
 		if !next.Open() {
@@ -289,6 +326,9 @@ func (s *Service) syncNodePool(ctx context.Context, rec *operation.Record, np, d
 		}
 	}
 	if err := s.hub.Client.Patch(ctx, next, client.MergeFromWithOptions(np, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil // the NodePool changed meanwhile: its newer version reconciles again
+		}
 		if apierrors.IsInvalid(err) {
 			return clusters.HubRejected(err, "NodePool", np.Name)
 		}

@@ -261,6 +261,17 @@ func npDay2(np *hyperv1.NodePool, hcStatus *hyperv1.HostedClusterStatus, st *hyp
 		} else if kind == "scale" {
 			from = fmt.Sprint(np.Status.Replicas)
 		}
+		// The reconcile that sees the new generation reports the rollout at once; the machines move from the next.
+		switch kind {
+		case "version":
+			set(hyperv1.NodePoolUpdatingVersionConditionType, corev1.ConditionTrue, "AsExpected", "Updating version in progress. Target version: "+to)
+		case "template":
+			set(hyperv1.NodePoolUpdatingPlatformMachineTemplateConditionType, corev1.ConditionTrue, "AsExpected", "platform machine template update in progress. Target template: "+to)
+		case "scale":
+			if want > np.Status.Replicas {
+				set(hyperv1.NodePoolReadyConditionType, corev1.ConditionFalse, "WaitingForAvailableMachines", fmt.Sprintf("Minimum availability requires %d replicas, current %d available", want, np.Status.Replicas))
+			}
+		}
 		schedule(now.Add(tl.ReadyAfter / 20))
 		return (&Transition{Kind: kind, From: from, To: to, Started: now}).encode(), template
 	}
