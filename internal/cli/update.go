@@ -21,25 +21,23 @@ type updateOptions struct {
 	timeout                           time.Duration
 }
 
-// patch is the merge patch {"spec": …} of the flags given.
-func (u *updateOptions) patch(cmd *cobra.Command) ([]byte, error) {
+// updatePatch is the merge patch {"spec": …} of the flags given on cmd.
+func updatePatch(cmd *cobra.Command) ([]byte, error) {
 	spec := map[string]any{}
 	workers := map[string]any{}
 	f := cmd.Flags()
 	if f.Changed("version") {
-		spec["version"] = u.version
+		spec["version"], _ = f.GetString("version")
 	}
-	if f.Changed("workers") {
-		workers["count"] = u.workers
+	for flag, key := range map[string]string{"workers": "count", "cpu": "cpu"} {
+		if f.Changed(flag) {
+			workers[key], _ = f.GetInt(flag)
+		}
 	}
-	if f.Changed("cpu") {
-		workers["cpu"] = u.cpu
-	}
-	if f.Changed("memory") {
-		workers["memory"] = u.memory
-	}
-	if f.Changed("storage") {
-		workers["storage"] = u.storage
+	for _, flag := range []string{"memory", "storage"} {
+		if f.Changed(flag) {
+			workers[flag], _ = f.GetString(flag)
+		}
 	}
 	if len(workers) > 0 {
 		spec["nodes"] = map[string]any{"workers": workers}
@@ -59,7 +57,7 @@ func newUpdateCommand(o *clientOptions, stdout io.Writer, use, short, example st
 		Example: example,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, err := u.patch(cmd)
+			body, err := updatePatch(cmd)
 			if err != nil {
 				return err
 			}
