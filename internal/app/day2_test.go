@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
 	"github.com/dcm-sp/acm-cluster-sp/internal/simulator"
@@ -52,6 +54,7 @@ func (sp *testSP) patch(t testing.TB, id, body, ifMatch string) (int, http.Heade
 // readyCluster creates a cluster and waits until it is READY.
 func readyCluster(t *testing.T, sp *testSP, prefix, body string) (id, name string) {
 	t.Helper()
+	day2Agents(t)
 	name = uniqueName(prefix)
 	id = "inst-" + name
 	if code, _, raw := sp.create(t, id, fmt.Sprintf(body, name)); code != http.StatusCreated {
@@ -63,8 +66,25 @@ func readyCluster(t *testing.T, sp *testSP, prefix, body string) (id, name strin
 
 const (
 	kubevirt417  = `{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":4,"memory":"16GB","storage":"120GB"}},"provider_hints":{"acm":{"platform":"kubevirt"}}}}`
-	baremetal417 = `{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":"datacenter-1"}}}}}`
+	// baremetal417 selects Agents of its own (day2Agents): the seeded ones are shared by the whole package.
+	baremetal417 = `{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":"day2-lab"}}}}}`
 )
+
+var day2AgentsOnce sync.Once
+
+// day2Agents adds eight discovered, approved Agents labelled location=day2-lab to the hub's inventory.
+func day2Agents(t *testing.T) {
+	t.Helper()
+	day2AgentsOnce.Do(func() {
+		for i := 1; i <= 8; i++ {
+			a := devhub.AgentSpec{Name: fmt.Sprintf("day2-%02d", i), Namespace: "hardware-inventory", InfraEnv: "production-infraenv",
+				Labels: map[string]string{"location": "day2-lab"}, Approved: true, Role: "auto-assign", Validated: true, CPUs: 16, MemoryGiB: 64, DiskGiB: 480}
+			if err := devhub.CreateAgent(context.Background(), testHub.Client, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
 
 // follow samples the cluster's status on every poll until it is READY or FAILED again after the operation began,
 // checking invariants on the hub objects at every sample; it returns the sequence of statuses (repeats folded).
@@ -405,5 +425,33 @@ func TestDay2ResumeAfterRestart(t *testing.T) {
 	}
 	if code, _, _ := do(t, http.MethodDelete, sp2.URL+"/api/v1alpha1/clusters/"+id, "", nil); code != http.StatusNoContent {
 		t.Fatalf("delete: %d", code)
+	}
+}
+
+// Status events follow an operation: READY, then UPDATING (published as DCM's PROGRESSING when so configured) with
+// its progress, then READY with the new worker count.
+func TestDay2Events(t *testing.T) {
+	cfg := eventsConfig("events", "sp-day2-events", testHub.NATSURL)
+	cfg.UpdatingStatus = "PROGRESSING"
+	sp := startSP(t, cfg, Options{})
+	name := uniqueName("ev2")
+	id := "inst-" + name
+	stream := watchEvents(t, testHub.NATSURL, "sp-day2-events", id)
+	if code, _, raw := sp.create(t, id, fmt.Sprintf(kubevirt417, name)); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	stream.until("READY", 60*time.Second)
+	if code, _, c, raw := sp.patch(t, id, `{"spec":{"nodes":{"workers":{"count":3}}}}`, ""); code != http.StatusOK || c.Status != "UPDATING" {
+		t.Fatalf("scale: %d %s", code, raw)
+	}
+	stream.until("PROGRESSING", 30*time.Second)
+	seq, d := stream.until("READY", 60*time.Second)
+	if got := strings.Join(seq, ","); !strings.HasSuffix(got, "READY,PROGRESSING,READY") || !strings.Contains(d.Message, "workers 3/3 ready") {
+		t.Fatalf("events %s, last %+v", got, d)
+	}
+	for _, ev := range stream.events {
+		if d := eventData(t, ev); d.Status == "PROGRESSING" && !strings.HasPrefix(d.Message, "Scaling workers 2→3") && d.Message != "Accepted" {
+			t.Fatalf("PROGRESSING event %q", d.Message)
+		}
 	}
 }
