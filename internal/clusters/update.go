@@ -3,6 +3,7 @@ package clusters
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -292,7 +293,7 @@ func upgradeTarget(requested string, st UpdateState) (to, image string, err erro
 		}
 	}
 	switch {
-	case rerr != nil && strings.HasPrefix(rerr.Error(), versions.ErrInvalid.Error()):
+	case errors.Is(rerr, versions.ErrInvalid):
 		return "", "", &Error{Kind: KindInvalid, Message: "version: " + strings.TrimPrefix(rerr.Error(), versions.ErrInvalid.Error()+": "),
 			Fields: []FieldError{{Field: "spec.version", Message: "not a Kubernetes or OpenShift version"}}}
 	case rerr != nil:

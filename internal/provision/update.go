@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	configv1 "github.com/openshift/api/config/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +21,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
 	"github.com/dcm-sp/acm-cluster-sp/internal/render"
+	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
 
 // Update accepts a day-2 change (docs/day2.md): everything that can refuse it is checked first (If-Match, the
@@ -93,8 +93,8 @@ func (s *Service) decideUpdate(ctx context.Context, v hub.View, body []byte, ifM
 	}
 	platform := render.PlatformOf(hc.Spec.Platform.Type)
 	st := clusters.UpdateState{
-		StoredSpec: hc.Annotations[meta.AnnotationSpec], Deleting: hc.DeletionTimestamp != nil, EverCompleted: everCompleted(hc),
-		Operation: operation.Decode(hc), CompletedVersion: completedVersion(hc), Upgradeable: upgradeableBlock(hc),
+		StoredSpec: hc.Annotations[meta.AnnotationSpec], Deleting: hc.DeletionTimestamp != nil, EverCompleted: status.CompletedVersion(hc) != "",
+		Operation: operation.Decode(hc), CompletedVersion: status.CompletedVersion(hc), Upgradeable: upgradeableBlock(hc),
 		Catalog: cat, DefaultWorkerCount: s.cfg.DefaultWorkerCount, HCGeneration: hc.Generation, Now: s.now(),
 		Timeout:     clusters.OperationTimeout(platform, s.cfg.OperationTimeoutKubeVirt, s.cfg.OperationTimeoutBareMetal),
 		OperationID: opID,
@@ -187,23 +187,6 @@ func (s *Service) checkBoundAgents(ctx context.Context, id string, spec *cluster
 		return clusters.Unprocessable("the cluster's Agents do not meet the new minimums (%s); a bare-metal resize cannot replace nodes", strings.Join(short, "; "))
 	}
 	return nil
-}
-
-func everCompleted(hc *hyperv1.HostedCluster) bool {
-	return completedVersion(hc) != ""
-}
-
-// completedVersion is the last Completed control-plane version (HyperShift's getHostedClusterVersion).
-func completedVersion(hc *hyperv1.HostedCluster) string {
-	if hc.Status.Version == nil {
-		return ""
-	}
-	for _, h := range hc.Status.Version.History {
-		if h.State == configv1.CompletedUpdate {
-			return h.Version
-		}
-	}
-	return ""
 }
 
 // upgradeableBlock is the CVO's reason while ClusterVersionUpgradeable=False ("" otherwise).

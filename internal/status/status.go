@@ -250,16 +250,20 @@ func conditionMessage(condType, reason, message string) string {
 	return condType + ": " + message
 }
 
-func (e *evaluation) everCompleted() bool {
-	if e.hc.Status.Version == nil {
-		return false
+func (e *evaluation) everCompleted() bool { return CompletedVersion(e.hc) != "" }
+
+// CompletedVersion is the version of the newest Completed rollout in the HostedCluster's history ("" when none
+// completed yet): the version the cluster runs, as HyperShift's own getHostedClusterVersion reads it.
+func CompletedVersion(hc *hyperv1.HostedCluster) string {
+	if hc.Status.Version == nil {
+		return ""
 	}
-	for _, h := range e.hc.Status.Version.History {
+	for _, h := range hc.Status.Version.History {
 		if h.State == configv1.CompletedUpdate {
-			return true
+			return orDefault(h.Version, "(unknown)")
 		}
 	}
-	return false
+	return ""
 }
 
 func (e *evaluation) rolloutCompleted() bool {
