@@ -65,7 +65,7 @@ func readyCluster(t *testing.T, sp *testSP, prefix, body string) (id, name strin
 }
 
 const (
-	kubevirt417  = `{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":4,"memory":"16GB","storage":"120GB"}},"provider_hints":{"acm":{"platform":"kubevirt"}}}}`
+	kubevirt417 = `{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":4,"memory":"16GB","storage":"120GB"}},"provider_hints":{"acm":{"platform":"kubevirt"}}}}`
 	// baremetal417 selects Agents of its own (day2Agents): the seeded ones are shared by the whole package.
 	baremetal417 = `{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":"day2-lab"}}}}}`
 )
