@@ -365,6 +365,17 @@ func TestDay2Failures(t *testing.T) {
 			_, c := sp.get(t, id)
 			return c.CurrentOperation != nil && c.CurrentOperation.Phase == api.Failed
 		})
+		// It never started (the operator did not take the release): going back restores the running release.
+		code, _, c2, raw := sp.patch(t, id, `{"spec":{"version":"4.17"}}`, "")
+		if code != http.StatusOK || c2.CurrentOperation == nil || c2.CurrentOperation.To != "4.17.29" || c2.Status != "UPDATING" {
+			t.Fatalf("revert: %d %s", code, raw)
+		}
+		back, _ := sp.waitStatus(t, id, "READY", 30*time.Second)
+		var hc hyperv1.HostedCluster
+		if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "faults", Name: name}, &hc); err != nil ||
+			!strings.HasSuffix(hc.Spec.Release.Image, ":4.17.29-multi") || back.OpenshiftVersion != "4.17.29" {
+			t.Fatalf("after the revert: image %s, openshift_version %s (%v)", hc.Spec.Release.Image, back.OpenshiftVersion, err)
+		}
 	})
 	t.Run("stuck NodePool", func(t *testing.T) {
 		id, name := readyCluster(t, sp, "stk", kubevirt417)

@@ -24,6 +24,9 @@ type UpdateState struct {
 	EverCompleted      bool              // some rollout completed (the cluster was installed)
 	Operation          *operation.Record // the latest operation, open or not
 	CompletedVersion   string            // the last Completed control-plane version (history), e.g. 4.17.12
+	SpecImage          string            // the HostedCluster's spec.release.image
+	SpecVersion        string            // the version of the SpecImage's release as last requested (the latest upgrade's target)
+	DesiredImage       string            // status.version.desired.image: the release the operator accepted
 	NodePoolVersions   []string          // status.version of each NodePool
 	Upgradeable        string            // "" or the CVO's reason and message while ClusterVersionUpgradeable=False
 	Catalog            versions.Catalog
@@ -93,6 +96,11 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 	if !sameSize(old.Workers, next.Workers) {
 		kinds = append(kinds, operation.Resize)
 	}
+	retry := false
+	if len(kinds) == 0 && st.Operation != nil && st.Operation.Phase == operation.PhaseFailed && touches(patch, st.Operation.Kind) {
+		// The failed operation's target again: a retry (a new operation), not a replay.
+		kinds, retry = []operation.Kind{st.Operation.Kind}, true
+	}
 	if len(kinds) == 0 {
 		if next.JSON == old.JSON {
 			return UpdateDecision{}, nil // a replay: nothing changes
@@ -113,19 +121,49 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 		if err != nil {
 			return UpdateDecision{}, err
 		}
+		rec.Replicas = oldCount
 		if to == "" {
+			// The version the cluster runs. After a refused upgrade that never started (the operator never took its
+			// release: desired ≠ spec), going back restores the running release; one that started cannot go back.
+			switch {
+			case st.SpecImage != "" && st.DesiredImage != "" && st.SpecImage != st.DesiredImage:
+				rec.From, rec.To, rec.ReleaseImage, rec.Phase = st.SpecVersion, st.CompletedVersion, st.DesiredImage, operation.PhaseControlPlane
+				rec.Message = "Accepted"
+				return UpdateDecision{Spec: next, Operation: rec}, nil
+			case st.Operation != nil && st.Operation.Kind == operation.Upgrade && st.Operation.To != st.CompletedVersion && !st.Operation.Open():
+				return UpdateDecision{}, &Error{Kind: KindUnprocessable, Message: fmt.Sprintf("version %s: the upgrade to %s has started and cannot be reverted (OpenShift cannot go back); retry %s", next.Version, st.Operation.To, st.Operation.To),
+					Fields: []FieldError{{Field: "spec.version", Message: "an upgrade that started cannot be reverted"}}}
+			}
 			return UpdateDecision{Spec: next}, nil // the requested version names the release the cluster runs
 		}
 		rec.From, rec.To, rec.ReleaseImage, rec.Phase = st.CompletedVersion, to, image, operation.PhaseControlPlane
-		rec.Replicas = oldCount
 	case operation.Scale:
 		rec.From, rec.To = fmt.Sprint(oldCount), fmt.Sprint(newCount)
 	case operation.Resize:
 		rec.From, rec.To = describeSize(old.Workers), describeSize(next.Workers)
 		rec.Replicas = oldCount
 	}
+	if retry && rec.Kind != operation.Upgrade {
+		rec.From = st.Operation.From // what the failed attempt started from
+	}
 	rec.Message = "Accepted"
 	return UpdateDecision{Spec: next, Operation: rec}, nil
+}
+
+// touches reports whether the patch names the field an operation kind changes.
+func touches(patch map[string]any, kind operation.Kind) bool {
+	if kind == operation.Upgrade {
+		_, ok := patch["version"]
+		return ok
+	}
+	nodes, _ := patch["nodes"].(map[string]any)
+	workers, _ := nodes["workers"].(map[string]any)
+	for _, k := range map[operation.Kind][]string{operation.Scale: {"count"}, operation.Resize: {"cpu", "memory", "storage"}}[kind] {
+		if _, ok := workers[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // parsePatch reads the body: a JSON object with "spec" (an object) and nothing else.

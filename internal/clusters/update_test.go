@@ -149,3 +149,65 @@ func asError(err error, e **Error) bool {
 	*e = x
 	return ok
 }
+
+// After a failed operation: the same target again is a retry (a new operation); going back from a refused upgrade
+// that never started restores the running release; one that started cannot be reverted.
+func TestDecideUpdateAfterAFailure(t *testing.T) {
+	const img418, img417 = "quay.io/openshift-release-dev/ocp-release:4.18.22-multi", "quay.io/openshift-release-dev/ocp-release:4.17.12-multi"
+	failedUpgrade := &operation.Record{ID: "op-1", Kind: operation.Upgrade, From: "4.17.12", To: "4.18.22", Phase: operation.PhaseFailed}
+	failedScale := &operation.Record{ID: "op-1", Kind: operation.Scale, From: "3", To: "5", Phase: operation.PhaseFailed}
+	base := UpdateState{EverCompleted: true, CompletedVersion: "4.17.12", Catalog: testCatalog(), DefaultWorkerCount: 2, Now: t0, Timeout: time.Hour, OperationID: "op-2"}
+	cases := []struct {
+		name, stored, body string
+		state              func(*UpdateState)
+		wantKind           operation.Kind
+		wantTo, wantImage  string
+		wantFrom           string
+		errHas             string
+	}{
+		{name: "retry of a failed upgrade", stored: `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`, body: `{"spec":{"version":"4.18"}}`,
+			state: func(s *UpdateState) { s.Operation, s.SpecImage, s.DesiredImage = failedUpgrade, img418, img417 }, wantKind: operation.Upgrade, wantTo: "4.18.22", wantImage: img418},
+		{name: "revert of an upgrade that never started restores the running release", stored: `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`, body: `{"spec":{"version":"4.17.12"}}`,
+			state: func(s *UpdateState) {
+				s.Operation, s.SpecImage, s.DesiredImage, s.SpecVersion = failedUpgrade, img418, img417, "4.18.22"
+			}, wantKind: operation.Upgrade, wantTo: "4.17.12", wantImage: img417, wantFrom: "4.18.22"},
+		{name: "an upgrade that started cannot be reverted", stored: `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`, body: `{"spec":{"version":"4.17.12"}}`,
+			state: func(s *UpdateState) { s.Operation, s.SpecImage, s.DesiredImage = failedUpgrade, img418, img418 }, errHas: "has started and cannot be reverted"},
+		{name: "a replay after a success is no retry", stored: `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`, body: `{"spec":{"version":"4.18"}}`,
+			state: func(s *UpdateState) {
+				s.Operation = &operation.Record{Kind: operation.Upgrade, To: "4.18.22", Phase: operation.PhaseDone}
+				s.CompletedVersion = "4.18.22"
+			}},
+		{name: "retry of a failed scale", stored: `{"spec":{"version":"4.17","metadata":{"name":"c1"},"nodes":{"workers":{"count":5}}}}`, body: `{"spec":{"nodes":{"workers":{"count":5}}}}`,
+			state: func(s *UpdateState) { s.Operation = failedScale }, wantKind: operation.Scale, wantTo: "5", wantFrom: "3"},
+		{name: "another field after a failed scale is no retry of it", stored: `{"spec":{"version":"4.17","metadata":{"name":"c1"},"nodes":{"workers":{"count":5}}}}`, body: `{"spec":{"version":"4.17"}}`,
+			state: func(s *UpdateState) { s.Operation = failedScale }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := base
+			st.StoredSpec = stored(t, c.stored)
+			c.state(&st)
+			d, err := DecideUpdate([]byte(c.body), sc, st)
+			if c.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), c.errHas) || KindOf(err) != KindUnprocessable {
+					t.Fatalf("got %v, want a 422 containing %q", err, c.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.wantKind == "" {
+				if d.Operation != nil {
+					t.Fatalf("want no operation, got %+v", d.Operation)
+				}
+				return
+			}
+			op := d.Operation
+			if op == nil || op.Kind != c.wantKind || op.To != c.wantTo || (c.wantImage != "" && op.ReleaseImage != c.wantImage) || (c.wantFrom != "" && op.From != c.wantFrom) || op.ID != "op-2" {
+				t.Fatalf("operation %+v", op)
+			}
+		})
+	}
+}

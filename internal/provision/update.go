@@ -95,9 +95,16 @@ func (s *Service) decideUpdate(ctx context.Context, v hub.View, body []byte, ifM
 	st := clusters.UpdateState{
 		StoredSpec: hc.Annotations[meta.AnnotationSpec], Deleting: hc.DeletionTimestamp != nil, EverCompleted: status.CompletedVersion(hc) != "",
 		Operation: operation.Decode(hc), CompletedVersion: status.CompletedVersion(hc), Upgradeable: upgradeableBlock(hc),
+		SpecImage: hc.Spec.Release.Image,
 		Catalog: cat, DefaultWorkerCount: s.cfg.DefaultWorkerCount, HCGeneration: hc.Generation, Now: s.now(),
 		Timeout:     clusters.OperationTimeout(platform, s.cfg.OperationTimeoutKubeVirt, s.cfg.OperationTimeoutBareMetal),
 		OperationID: opID,
+	}
+	if hc.Status.Version != nil {
+		st.DesiredImage = hc.Status.Version.Desired.Image
+	}
+	if st.Operation != nil && st.Operation.Kind == operation.Upgrade {
+		st.SpecVersion = st.Operation.To
 	}
 	for _, np := range v.NodePools {
 		st.NodePoolVersions = append(st.NodePoolVersions, np.Status.Version)
