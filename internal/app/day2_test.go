@@ -466,3 +466,40 @@ func TestDay2Events(t *testing.T) {
 		}
 	}
 }
+
+// Autoscaling on and off: the NodePool gets autoScaling{min,max} without replicas (one merge patch), the cluster is
+// READY within the bounds; bare metal reserves max Agents before answering; off again sets a count.
+func TestDay2Autoscaling(t *testing.T) {
+	sp := shared(t)
+	for _, platform := range []struct{ name, body string }{{"kubevirt", kubevirt417}, {"baremetal", baremetal417}} {
+		t.Run(platform.name, func(t *testing.T) {
+			id, name := readyCluster(t, sp, "as-"+platform.name[:2], platform.body)
+			on := `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":3,"max":4}}}}}`
+			code, _, c, raw := sp.patch(t, id, on, "")
+			if code != http.StatusOK || c.CurrentOperation == nil || c.CurrentOperation.To != "autoscaling 3-4" {
+				t.Fatalf("autoscaling on: %d %s", code, raw)
+			}
+			if platform.name == "baremetal" && reserved(t, id) < 4 {
+				t.Fatalf("%d Agents reserved, want the maximum 4", reserved(t, id))
+			}
+			seq, last := follow(t, sp, "clusters", id, name, 60*time.Second, nil)
+			propertyReadyUpdatingReady(t, seq)
+			var np hyperv1.NodePool
+			if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "clusters", Name: name}, &np); err != nil {
+				t.Fatal(err)
+			}
+			if np.Spec.Replicas != nil || np.Spec.AutoScaling == nil || np.Spec.AutoScaling.Min != 3 || np.Spec.AutoScaling.Max != 4 || last.Nodes.Workers.Ready != 3 {
+				t.Fatalf("NodePool replicas %v autoScaling %+v, workers %+v", np.Spec.Replicas, np.Spec.AutoScaling, last.Nodes.Workers)
+			}
+			off := `{"spec":{"nodes":{"workers":{"count":2}},"provider_hints":{"acm":{"autoscaling":null}}}}`
+			if code, _, c, raw := sp.patch(t, id, off, ""); code != http.StatusOK || c.CurrentOperation == nil || c.CurrentOperation.To != "2" {
+				t.Fatalf("autoscaling off: %d %s", code, raw)
+			}
+			seq, last = follow(t, sp, "clusters", id, name, 60*time.Second, nil)
+			propertyReadyUpdatingReady(t, seq)
+			if last.Nodes.Workers.Total != 2 || last.Nodes.Workers.Ready != 2 {
+				t.Fatalf("after autoscaling off: %+v", last.Nodes.Workers)
+			}
+		})
+	}
+}

@@ -89,8 +89,8 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 	if next.Version != old.Version {
 		kinds = append(kinds, operation.Upgrade)
 	}
-	oldCount, newCount := effectiveCount(old, st.DefaultWorkerCount), effectiveCount(next, st.DefaultWorkerCount)
-	if oldCount != newCount {
+	oldCount, newCount := old.Replicas(st.DefaultWorkerCount), next.Replicas(st.DefaultWorkerCount)
+	if scaleOf(old, st.DefaultWorkerCount) != scaleOf(next, st.DefaultWorkerCount) {
 		kinds = append(kinds, operation.Scale)
 	}
 	if !sameSize(old.Workers, next.Workers) {
@@ -138,7 +138,10 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 		}
 		rec.From, rec.To, rec.ReleaseImage, rec.Phase = st.CompletedVersion, to, image, operation.PhaseControlPlane
 	case operation.Scale:
-		rec.From, rec.To = fmt.Sprint(oldCount), fmt.Sprint(newCount)
+		rec.From, rec.To = scaleOf(old, st.DefaultWorkerCount), scaleOf(next, st.DefaultWorkerCount)
+		if a := next.Autoscaling; a != nil {
+			rec.AutoscalingMin, rec.AutoscalingMax = a.Min, a.Max
+		}
 	case operation.Resize:
 		rec.From, rec.To = describeSize(old.Workers), describeSize(next.Workers)
 		rec.Replicas = oldCount
@@ -158,6 +161,13 @@ func touches(patch map[string]any, kind operation.Kind) bool {
 	}
 	nodes, _ := patch["nodes"].(map[string]any)
 	workers, _ := nodes["workers"].(map[string]any)
+	if hints, _ := patch["provider_hints"].(map[string]any); kind == operation.Scale && hints != nil {
+		if acm, _ := hints["acm"].(map[string]any); acm != nil {
+			if _, ok := acm["autoscaling"]; ok {
+				return true
+			}
+		}
+	}
 	for _, k := range map[operation.Kind][]string{operation.Scale: {"count"}, operation.Resize: {"cpu", "memory", "storage"}}[kind] {
 		if _, ok := workers[k]; ok {
 			return true
@@ -212,6 +222,7 @@ func mergePatch(target map[string]any, patch map[string]any) map[string]any {
 // mutablePaths are the spec fields an update may change (docs/day2.md §3.1).
 var mutablePaths = map[string]bool{
 	"version": true, "nodes.workers.count": true, "nodes.workers.cpu": true, "nodes.workers.memory": true, "nodes.workers.storage": true,
+	"provider_hints.acm.autoscaling": true, "provider_hints.acm.autoscaling.min": true, "provider_hints.acm.autoscaling.max": true,
 }
 
 // immutableChanges lists every immutable leaf whose value differs between the stored and the patched spec.
@@ -236,7 +247,7 @@ func immutableChanges(old, next map[string]any) []FieldError {
 			j, _ := json.Marshal(v)
 			was = string(j)
 		}
-		out = append(out, FieldError{Field: "spec." + p, Message: "immutable (currently " + was + "); only version, nodes.workers.count, cpu, memory and storage can change"})
+		out = append(out, FieldError{Field: "spec." + p, Message: "immutable (currently " + was + "); only version, nodes.workers.count, cpu, memory, storage and provider_hints.acm.autoscaling can change"})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
 	return out
@@ -265,11 +276,12 @@ func normalizeNumber(v any) any {
 	return v
 }
 
-func effectiveCount(s *Spec, def int32) int32 {
-	if s.Workers.Count != nil {
-		return *s.Workers.Count
+// scaleOf describes a spec's scaling for comparison and for the record: "3", or "autoscaling 2-5".
+func scaleOf(s *Spec, def int32) string {
+	if a := s.Autoscaling; a != nil {
+		return fmt.Sprintf("autoscaling %d-%d", a.Min, a.Max)
 	}
-	return def
+	return fmt.Sprint(s.Replicas(def))
 }
 
 func sameSize(a, b WorkerSpec) bool {

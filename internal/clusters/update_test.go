@@ -80,6 +80,10 @@ func TestDecideUpdate(t *testing.T) {
 		{name: "not a version", body: `{"spec":{"version":"latest"}}`, kind: KindInvalid, field: "spec.version"},
 		{name: "NodePool skew beyond N-2", body: `{"spec":{"version":"4.18"}}`, state: func(s *UpdateState) { s.NodePoolVersions = []string{"4.15.8"} }, kind: KindUnprocessable, errHas: "more than 2 minors behind"},
 		{name: "y-stream blocked by the CVO", body: `{"spec":{"version":"4.18"}}`, state: func(s *UpdateState) { s.Upgradeable = "AdminAckRequired: ack the API removals" }, kind: KindUnprocessable, errHas: "AdminAckRequired: ack the API removals"},
+		{name: "autoscaling on (the count removed in the same patch)", body: `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":2,"max":5}}}}}`, wantOp: operation.Scale, wantFrom: "3", wantTo: "autoscaling 2-5"},
+		{name: "autoscaling and a count", body: `{"spec":{"provider_hints":{"acm":{"autoscaling":{"min":2,"max":5}}}}}`, kind: KindInvalid, field: "spec.nodes.workers.count"},
+		{name: "autoscaling min 0", body: `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":0,"max":5}}}}}`, kind: KindInvalid, field: "spec.provider_hints.acm.autoscaling.min"},
+		{name: "autoscaling max below min", body: `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":4,"max":2}}}}}`, kind: KindInvalid, field: "spec.provider_hints.acm.autoscaling.max"},
 		{name: "z-stream passes the CVO's block", body: `{"spec":{"version":"4.17.29"}}`, state: func(s *UpdateState) { s.Upgradeable = "AdminAckRequired: x" }, wantOp: operation.Upgrade, wantTo: "4.17.29"},
 	}
 	for _, tc := range cases {
@@ -180,6 +184,8 @@ func TestDecideUpdateAfterAFailure(t *testing.T) {
 			}},
 		{name: "retry of a failed scale", stored: `{"spec":{"version":"4.17","metadata":{"name":"c1"},"nodes":{"workers":{"count":5}}}}`, body: `{"spec":{"nodes":{"workers":{"count":5}}}}`,
 			state: func(s *UpdateState) { s.Operation = failedScale }, wantKind: operation.Scale, wantTo: "5", wantFrom: "3"},
+		{name: "autoscaling off again", stored: `{"spec":{"version":"4.17","metadata":{"name":"c1"},"provider_hints":{"acm":{"autoscaling":{"min":2,"max":5}}}}}`, body: `{"spec":{"nodes":{"workers":{"count":4}},"provider_hints":{"acm":{"autoscaling":null}}}}`,
+			state: func(*UpdateState) {}, wantKind: operation.Scale, wantTo: "4", wantFrom: "autoscaling 2-5"},
 		{name: "another field after a failed scale is no retry of it", stored: `{"spec":{"version":"4.17","metadata":{"name":"c1"},"nodes":{"workers":{"count":5}}}}`, body: `{"spec":{"version":"4.17"}}`,
 			state: func(s *UpdateState) { s.Operation = failedScale }},
 	}

@@ -57,9 +57,16 @@ type Record struct {
 	HCGeneration int64 `json:"hc_generation"`
 	// ReleaseImage is an upgrade's target image (resolved once, when accepted).
 	ReleaseImage string `json:"release_image,omitempty"`
-	// Replicas is the worker count the NodePool converges to (scale; resize and upgrade keep the count).
+	// Replicas is the worker count the NodePool converges to (scale; resize and upgrade keep the count); under
+	// autoscaling its minimum.
 	Replicas int32 `json:"replicas"`
+	// AutoscalingMin and AutoscalingMax are set when the NodePool scales itself (replicas then lie in [min, max]).
+	AutoscalingMin int32 `json:"autoscaling_min,omitempty"`
+	AutoscalingMax int32 `json:"autoscaling_max,omitempty"`
 }
+
+// Autoscaled reports whether the operation leaves the NodePool autoscaling.
+func (r *Record) Autoscaled() bool { return r.AutoscalingMax > 0 }
 
 // Open reports whether the operation still runs.
 func (r *Record) Open() bool { return r != nil && r.Phase != PhaseDone && r.Phase != PhaseFailed }
@@ -162,10 +169,7 @@ func nodePools(r *Record, v Verdict, nps []*hyperv1.NodePool, inSpec NodePoolsIn
 	var ready, total, updated int32
 	converged := !v.Action.SyncNodePools
 	for _, np := range nps {
-		want := int32(0)
-		if np.Spec.Replicas != nil {
-			want = *np.Spec.Replicas
-		}
+		want := wanted(np)
 		total += want
 		ready += min(np.Status.Replicas, want)
 		if r.Kind == Upgrade && np.Status.Version == r.To && !updating(np) {
@@ -201,14 +205,25 @@ func nodePoolConverged(r *Record, np *hyperv1.NodePool) bool {
 	if ready == nil || ready.Status != corev1.ConditionTrue || ready.ObservedGeneration < np.Generation {
 		return false
 	}
-	want := int32(0)
-	if np.Spec.Replicas != nil {
-		want = *np.Spec.Replicas
-	}
-	if np.Status.Replicas != want {
+	if a := np.Spec.AutoScaling; np.Spec.Replicas == nil && a != nil {
+		if np.Status.Replicas < a.Min || np.Status.Replicas > a.Max {
+			return false
+		}
+	} else if np.Status.Replicas != wanted(np) {
 		return false
 	}
 	return r.Kind != Upgrade || np.Status.Version == r.To
+}
+
+// wanted is the NodePool's replica target: spec.replicas, or the autoscaler's floor (min).
+func wanted(np *hyperv1.NodePool) int32 {
+	if np.Spec.Replicas != nil {
+		return *np.Spec.Replicas
+	}
+	if a := np.Spec.AutoScaling; a != nil {
+		return a.Min
+	}
+	return 0
 }
 
 // updatingTypes are the NodePool rollout conditions (docs/day2.md §2.3).

@@ -104,7 +104,7 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 		}
 	}
 	if spec.Platform == render.BareMetal {
-		if err := s.ensureAgents(ctx, id, spec, int(ptr.Deref(objs.NodePool.Spec.Replicas, 0)), ch); err != nil {
+		if err := s.ensureAgents(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
 			return err
 		}
 	}

@@ -212,12 +212,9 @@ func (s *Service) Create(ctx context.Context, id string, body []byte) (c *cluste
 	if err != nil {
 		return nil, false, err
 	}
-	replicas := s.cfg.DefaultWorkerCount
-	if spec.Workers.Count != nil {
-		replicas = *spec.Workers.Count
-	}
 	if spec.Platform == render.BareMetal {
-		if err := s.checkAgentSupply(ctx, id, spec, int(replicas)); err != nil {
+		// An autoscaled pool may grow to its maximum: that many Agents are needed.
+		if err := s.checkAgentSupply(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount))); err != nil {
 			return nil, false, err
 		}
 	}
@@ -429,10 +426,7 @@ func (s *Service) input(id string, spec *clusters.Spec, releaseImage, openshiftV
 			policy = hyperv1.HighlyAvailable
 		}
 	}
-	replicas := s.cfg.DefaultWorkerCount
-	if spec.Workers.Count != nil {
-		replicas = *spec.Workers.Count
-	}
+	replicas := spec.Replicas(s.cfg.DefaultWorkerCount)
 	in := render.Input{
 		ID: id, Provider: s.cfg.Provider, Name: spec.Name, Namespace: s.hub.Namespace(), InfraID: infraID,
 		Platform: spec.Platform, SpecJSON: spec.JSON, ReleaseImage: releaseImage, OpenShiftVersion: openshiftVersion,
@@ -445,6 +439,9 @@ func (s *Service) input(id string, spec *clusters.Spec, releaseImage, openshiftV
 	if spec.Workers.CPU != nil {
 		cores := uint32(*spec.Workers.CPU)
 		in.WorkerCores = &cores
+	}
+	if a := spec.Autoscaling; a != nil {
+		in.Autoscaling = &hyperv1.NodePoolAutoScaling{Min: a.Min, Max: a.Max}
 	}
 	switch spec.Platform {
 	case render.KubeVirt:

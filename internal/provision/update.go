@@ -119,8 +119,9 @@ func (s *Service) recordUpdate(ctx context.Context, id string, hc *hyperv1.Hoste
 	if render.PlatformOf(hc.Spec.Platform.Type) == render.BareMetal && d.Operation != nil {
 		switch d.Operation.Kind {
 		case operation.Scale:
-			// Reserve the extra Agents first: a shortfall is a 422 before anything is recorded.
-			if err := s.ensureAgents(ctx, id, d.Spec, int(d.Operation.Replicas), ch); err != nil {
+			// Reserve the extra Agents first (an autoscaled pool's maximum): a shortfall is a 422 before anything is
+			// recorded.
+			if err := s.ensureAgents(ctx, id, d.Spec, int(d.Spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
 				s.rollback(ctx, id, ch)
 				return err
 			}
@@ -212,7 +213,7 @@ func (s *Service) operate(ctx context.Context, hc *hyperv1.HostedCluster, spec *
 	id := meta.InstanceID(hc.Labels)
 	if !rec.Open() {
 		if spec.Platform == render.BareMetal && rec != nil && rec.Kind == operation.Scale {
-			return s.releaseSurplusAgents(ctx, id, int(rec.Replicas))
+			return s.releaseSurplusAgents(ctx, id, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)))
 		}
 		return nil
 	}
@@ -274,7 +275,11 @@ func nodePoolInSpec(rec *operation.Record, np, desired *hyperv1.NodePool) bool {
 	case operation.Upgrade:
 		return np.Spec.Release.Image == rec.ReleaseImage
 	case operation.Scale:
-		return ptr.Deref(np.Spec.Replicas, -1) == rec.Replicas
+		if rec.Autoscaled() {
+			a := np.Spec.AutoScaling
+			return np.Spec.Replicas == nil && a != nil && a.Min == rec.AutoscalingMin && a.Max == rec.AutoscalingMax
+		}
+		return np.Spec.AutoScaling == nil && ptr.Deref(np.Spec.Replicas, -1) == rec.Replicas
 	case operation.Resize:
 		have, want := np.Spec.Platform.Kubevirt, desired.Spec.Platform.Kubevirt
 		if want == nil || have == nil {
@@ -301,7 +306,11 @@ func (s *Service) syncNodePool(ctx context.Context, rec *operation.Record, np, d
 	case operation.Upgrade:
 		next.Spec.Release.Image = rec.ReleaseImage
 	case operation.Scale:
-		next.Spec.Replicas = ptr.To(rec.Replicas)
+		// replicas and autoScaling are mutually exclusive (CEL): one merge patch sets one and clears the other.
+		next.Spec.Replicas, next.Spec.AutoScaling = ptr.To(rec.Replicas), nil
+		if rec.Autoscaled() {
+			next.Spec.Replicas, next.Spec.AutoScaling = nil, &hyperv1.NodePoolAutoScaling{Min: rec.AutoscalingMin, Max: rec.AutoscalingMax}
+		}
 	case operation.Resize:
 		kv := next.Spec.Platform.Kubevirt
 		want := desired.Spec.Platform.Kubevirt

@@ -73,7 +73,10 @@ type Input struct {
 	ControlPlaneCPU              *int64             // resource request for kube-apiserver, cores
 	ControlPlaneMemory           *resource.Quantity // resource request for kube-apiserver
 
-	WorkerCount   int32              // NodePool replicas (never omitted)
+	WorkerCount   int32              // NodePool replicas (never omitted unless Autoscaling is set)
+	// Autoscaling makes the NodePool scale itself within [min, max] (spec.replicas is then omitted: the two are
+	// mutually exclusive in the CRD).
+	Autoscaling *hyperv1.NodePoolAutoScaling
 	WorkerCores   *uint32            // KubeVirt: VM cores
 	WorkerMemory  *resource.Quantity // KubeVirt: VM memory
 	WorkerStorage *resource.Quantity // KubeVirt: root volume
@@ -256,6 +259,9 @@ func nodePool(in Input) *hyperv1.NodePool {
 			Replicas:    ptr.To(in.WorkerCount),
 			Release:     hyperv1.Release{Image: in.ReleaseImage},
 		},
+	}
+	if in.Autoscaling != nil {
+		np.Spec.Replicas, np.Spec.AutoScaling = nil, in.Autoscaling.DeepCopy()
 	}
 	switch in.Platform {
 	case BareMetal:

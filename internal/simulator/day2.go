@@ -220,12 +220,18 @@ func templateOf(np *hyperv1.NodePool) string {
 // npDay2 plays the rollouts and scaling of an installed NodePool over the install's status st. It returns the
 // transition annotation to write ("" unchanged, "-" removed) and the template annotation ("" unchanged).
 func npDay2(np *hyperv1.NodePool, hcStatus *hyperv1.HostedClusterStatus, st *hyperv1.NodePoolStatus, tl Timeline, now time.Time, mode string, agentsShort bool, schedule func(time.Time)) (transition, template string) {
-	want := int32(0)
-	if np.Spec.Replicas != nil {
-		want = *np.Spec.Replicas
-	}
+	want := wantedReplicas(np)
 	set := func(t string, s corev1.ConditionStatus, reason, msg string) {
 		setNPCondition(st, hyperv1.NodePoolCondition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now), ObservedGeneration: np.Generation})
+	}
+	if a := np.Spec.AutoScaling; np.Spec.Replicas == nil && a != nil {
+		if a.Min < 1 {
+			set(hyperv1.NodePoolAutoscalingEnabledConditionType, corev1.ConditionFalse, "ValidationFailed", "min replicas must be greater than 0 on this platform")
+		} else {
+			set(hyperv1.NodePoolAutoscalingEnabledConditionType, corev1.ConditionTrue, "AsExpected", "")
+		}
+	} else {
+		set(hyperv1.NodePoolAutoscalingEnabledConditionType, corev1.ConditionFalse, "AsExpected", "")
 	}
 	tr := readTransition(np.Annotations, AnnotationRollout)
 	target, _ := imageVersion(np.Spec.Release.Image)

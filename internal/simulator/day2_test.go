@@ -202,3 +202,14 @@ func TestResize(t *testing.T) {
 		t.Fatalf("resize: updating %v, %s, %v", updating, npCond(w.nps[0], hyperv1.NodePoolUpdatingPlatformMachineTemplateConditionType), w.nps[0].Annotations)
 	}
 }
+
+// Autoscaling: AutoscalingEnabled=True and the pool held at its minimum (an idle cluster needs no more).
+func TestAutoscaling(t *testing.T) {
+	w, now := installed(t, "kubevirt-minimal", "")
+	w.nps[0].Spec.Replicas, w.nps[0].Spec.AutoScaling = nil, &hyperv1.NodePoolAutoScaling{Min: 3, Max: 6}
+	w.walk(now, tl.ReadyAfter, nil)
+	if c := npCond(w.nps[0], hyperv1.NodePoolAutoscalingEnabledConditionType); !strings.HasPrefix(c, "True") || w.nps[0].Status.Replicas != 3 ||
+		!strings.HasPrefix(npCond(w.nps[0], hyperv1.NodePoolReadyConditionType), "True") {
+		t.Fatalf("AutoscalingEnabled %q, replicas %d, Ready %q", c, w.nps[0].Status.Replicas, npCond(w.nps[0], hyperv1.NodePoolReadyConditionType))
+	}
+}

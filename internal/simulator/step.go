@@ -288,10 +288,7 @@ func Step(o Observed, tl Timeline) Plan {
 		if np.DeletionTimestamp != nil {
 			continue
 		}
-		want := int32(0)
-		if np.Spec.Replicas != nil {
-			want = *np.Spec.Replicas
-		}
+		want := wantedReplicas(np)
 		ready := int32(0)
 		cpUp := hcpStarted && reached(phaseAvailable) // workers stay joined through a later control-plane outage
 		if cpUp && mode != FailNodePoolInvalid && !agentsShort && reached(phaseWorkers) {
@@ -377,8 +374,8 @@ func Step(o Observed, tl Timeline) Plan {
 func bindAgents(hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool, agents []inventory.Agent) (bind []string, short bool) {
 	want := int32(0)
 	for _, np := range nps {
-		if np.DeletionTimestamp == nil && np.Spec.Replicas != nil {
-			want += *np.Spec.Replicas
+		if np.DeletionTimestamp == nil {
+			want += wantedReplicas(np)
 		}
 	}
 	sorted := append([]inventory.Agent(nil), agents...)
@@ -401,13 +398,25 @@ func bindAgents(hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool, agents []inv
 	return bind, have < want
 }
 
+// wantedReplicas is what the operator scales a NodePool to: spec.replicas, or with autoScaling the cluster
+// autoscaler's floor (an idle simulated cluster never needs more than min).
+func wantedReplicas(np *hyperv1.NodePool) int32 {
+	if np.Spec.Replicas != nil {
+		return *np.Spec.Replicas
+	}
+	if a := np.Spec.AutoScaling; a != nil {
+		return a.Min
+	}
+	return 0
+}
+
 // surplusAgents are the Agents bound to the cluster beyond its NodePools' replicas (a scale-down unbinds them,
 // highest name first).
 func surplusAgents(hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool, agents []inventory.Agent) []string {
 	want := 0
 	for _, np := range nps {
-		if np.DeletionTimestamp == nil && np.Spec.Replicas != nil {
-			want += int(*np.Spec.Replicas)
+		if np.DeletionTimestamp == nil {
+			want += int(wantedReplicas(np))
 		}
 	}
 	var bound []string

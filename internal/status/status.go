@@ -315,11 +315,15 @@ func nodePoolReady(np *hyperv1.NodePool) bool {
 	return np.Status.Replicas >= desiredReplicas(np)
 }
 
+// desiredReplicas is spec.replicas, or under autoscaling the current count within [min, max].
 func desiredReplicas(np *hyperv1.NodePool) int32 {
-	if np.Spec.Replicas == nil {
-		return 0
+	if np.Spec.Replicas != nil {
+		return *np.Spec.Replicas
 	}
-	return *np.Spec.Replicas
+	if a := np.Spec.AutoScaling; a != nil {
+		return min(max(np.Status.Replicas, a.Min), a.Max)
+	}
+	return 0
 }
 
 func npCondition(np *hyperv1.NodePool, condType string) *hyperv1.NodePoolCondition {

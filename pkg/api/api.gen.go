@@ -233,7 +233,10 @@ func (e OperationPhase) Valid() bool {
 type ACMHints struct {
 	// AgentLabels BareMetal; labels an Agent must carry.
 	AgentLabels *map[string]string `json:"agent_labels,omitempty"`
-	BaseDomain  *string            `json:"base_domain,omitempty"`
+
+	// Autoscaling The NodePool scales itself between min and max workers (the cluster autoscaler); exclusive with nodes.workers.count. BareMetal reserves max Agents. Mutable with updateCluster (a scale operation).
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+	BaseDomain  *string      `json:"base_domain,omitempty"`
 
 	// InfraEnv BareMetal; InfraEnv for Agent discovery.
 	InfraEnv *string `json:"infra_env,omitempty"`
@@ -244,6 +247,12 @@ type ACMHints struct {
 	// ProvisioningType Only `hypershift`.
 	ProvisioningType     *string                `json:"provisioning_type,omitempty"`
 	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// Autoscaling The NodePool scales itself between min and max workers (the cluster autoscaler); exclusive with nodes.workers.count. BareMetal reserves max Agents. Mutable with updateCluster (a scale operation).
+type Autoscaling struct {
+	Max int `json:"max"`
+	Min int `json:"min"`
 }
 
 // Cluster defines model for Cluster.
@@ -587,6 +596,14 @@ func (a *ACMHints) UnmarshalJSON(b []byte) error {
 		delete(object, "agent_labels")
 	}
 
+	if raw, found := object["autoscaling"]; found {
+		err = json.Unmarshal(raw, &a.Autoscaling)
+		if err != nil {
+			return fmt.Errorf("error reading 'autoscaling': %w", err)
+		}
+		delete(object, "autoscaling")
+	}
+
 	if raw, found := object["base_domain"]; found {
 		err = json.Unmarshal(raw, &a.BaseDomain)
 		if err != nil {
@@ -642,6 +659,13 @@ func (a ACMHints) MarshalJSON() ([]byte, error) {
 		object["agent_labels"], err = json.Marshal(a.AgentLabels)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'agent_labels': %w", err)
+		}
+	}
+
+	if a.Autoscaling != nil {
+		object["autoscaling"], err = json.Marshal(a.Autoscaling)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'autoscaling': %w", err)
 		}
 	}
 
@@ -1267,107 +1291,109 @@ func (a WorkerNodes) MarshalJSON() ([]byte, error) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x8+W4judXvqxzUDTDSnZK8tHuSsXERyEt3G2m7fW33DC7GfV1U1ZHEuETWkCy7NQ0D",
-	"eYjvGfJgeZIP55C1SCpvg0lP8iF/2aa5Hp7ldxbWlyjV80IrVM5Gu1+iGYoMDf96dCmm9DNDmxpZOKlV",
-	"tBtdzhBu0VipFegJuBlCmpfWofnGgi0wBaEySEtjUDnQBRpBI6E3OjobbL3e6e+BRZWBdDAW6Q1IBceT",
-	"wYlw6WwYxZFNZzgXtKxbFBjtRtYZqabR/f19HBXCiDm6sL8Dv+xxdibcjBok7a+gP+JIiTmNTqs+URwZ",
-	"/LmUBrNo15kS20vNxef3qKY0y3evaBnn0NBk//8nMfhlc/D9p174ZfDpy2b83dZ91d7/8x+ieG2rcbO3",
-	"/1uiWXRT8fDgBKSyTqgUQWbgNIhMFw6EbZMVZLYHAj5+PD4EaWGKikiKGdzNUIEYW6azAZwXbkEkZDL8",
-	"zOvWdJBZ9LwD954+cfeZ74nAttDKIt/OvsjO8ecSraO/Uq0cKv5VFEUuU2aKjcLocY7zb/9qiSpfWjv8",
-	"g8FJtBv9r42GPTf8f+3GmR/lF12m67G6FbnMQKqidHuQZOiEzBMgMniqTiTmGfMo/WXKHIcRXZhWk1ym",
-	"X3WzxAQyo7uj7dHlOnGDCsYLEJDJyQRZhgIfxNRxiS8sjFGqKWSYo8OMz/FGm7HMMlRf+yCpyHO/KVG6",
-	"GSpHq2EG49Lxrmfl+BsL5/ujA8g0WlDagchzfcf/rfVE552Vlo7vvOYZ15fnhJmi42O/Q5F7JfDAmV92",
-	"1jBdx1H9fyrNZ9HcyhShMPpWZmh4L8eKhEnkX/MGPir8XGBKBEdjtNkDT0ULwiBolS9I0ba2/I2FXE8t",
-	"b/hUuze6VNnX3PCpBlums5qZtQGjS+eF8cxgqlUmqe8bIXPMvjY3VyYJyAg2DDvntmWbV5k67tkjtQjJ",
-	"m9Hx+6PD67Pzo4MPp4fHl8cfTpM+H+1SzlGXX13NzMoxZDLzUqfsHRq4k24WeMJ4RQ0ZiiyXCqGXajWR",
-	"0zLY7vD/sPcYMpyIMnewvQk2HEvr9ySNX/tc1c7HOlsAfk4RMwtbcCL3eVsf1ZIy+soMnhrMaG2RW1be",
-	"rb8rldjShWmKhRsCnYpPo/AWDWA6014Lzsm2t+DZjz/+OBi1TrcOMkb5nVhYSPZRGDTJE/DKk+tWyFyM",
-	"869+kZUmlZ4aBkW2gF4q0lmgj12oFLOYiVYqgyKd0T7jtrlhTGq4RRv5i29IdZl7xh8jpDNMbzDr74FB",
-	"ZxYgJqR86DKSc2oYjKghAcsKyHqMNZW3qAI/FUanaO3XJtGPmOeDiTbzYFHpOGx0CIfTZmCGBqFX5MJR",
-	"t7jC6DGMprRIDMdqYsSRuu3vwYSIpKAsMuGIgsGSgptJW2vkVChWefoWCZr2artM5LBBbwirFdnjmOcM",
-	"a9pgqxmJ+amDmviobFkU2jjMTjCT4pKZ8HdUGYHdVpEC9NotczRTHBSk+3krfFZPvIDzw+l80++BJNnq",
-	"jPY/nF8eHSbwj7/9Fwil3YwMa+2BSUsYoDB6atDa1oV6oCWdhRtJVxm4gWBWMRMW+3vwsFnjxR6DpSSR",
-	"M2GDPqNz+WZaj92fPOf9DdlxCoclWowOTt7J4JaKzKMBkZ8ZOpGT5GV4P65otXyJBLH7dS7GmD8yck3/",
-	"rVJ0Xxg8QSfyPfBzkcCwKMG8tA5SYQx7W2EePf4rpo7mGQuL15meC6k615Ekh9eobtcVdmvRSlqZ1/y6",
-	"mbSpvsWlZZtpK8lfn/WmHOOtNOwkjoXBuV+hMuITo+d8gRdnhGbahr97oUrtSDW9dkGAl1f8QHgzmS0K",
-	"NHYmJy4ZdjrJa6QL0kQTrlxqIa9RZYWWXpiWl7tA5xX1+dHo8P/F8PHscHR5fPqWDvzxdPTD6Pj9aP/9",
-	"UedpUq2szvG6NPlvPLFB4fDayTkTiK5GuGg3IhUx4NauQR5LXtdC+5RO+FB3JM7KOhmO7t9faxfHWfxu",
-	"B3rWCZUJkwGqVGdSTfsgsrlU0AwewtG8cAsoVU7qY0XkmUJMl0CjIYx8aIIJKB11Isg5I/c78BxZG3Yb",
-	"48qnU5A0K17ruXQOswQs4Zi72WII51WMAdxMBDEErRBmguwUoSqGSJAcEHYYHGjljM7JojsyY4nSA+u0",
-	"waTz1tYXX6fZmcHmYG0ykJYTao1wfqd82ipC0sA+r0cgmVR+e0uheo96LhbcM5miSyAJi9mNZoGElQQv",
-	"ILM9SHJpnZ/m/fHFZaV4hTESbWtfFnpvjy7bJ+jvQbIEnq7LBhE2GyvQzKW1D4Er+CspSKXviMKoynm0",
-	"+1NUny+KI9pfFEcPrhR96rgZNlKFSLGTx5XOvKZ4TFhOdYYHuiSTch9HukDF2uk6wJbuKJ1Bq/NbzOBD",
-	"geqC+oPBHIXFbu0YYpH4WZCha0KQdoOM3WBzc3PrKfVd0axS3BEZlaC3O2nTqZKrWRo13DnWFpg+RbgL",
-	"EpgsaOcLGkADnXClXSdarSTvZjJHEJCJxWC7hUNMqSz0BEmkI5xgkBAhARAQFg4PTr6xcHb+4e350cUF",
-	"zSMV+LUAb2lb/TZfnR2dHh6fvo3i6Oz8ww/HF8cfTv2frJCiuN5OFEcevlBbo7ujODo8en/EPTrJwytf",
-	"zwnzT7t5zyPBF2r6J3iOISpmFaLutp9NQPsnH+ANsW++0vqC1s7QYrYu1mn21iUj8bItXjaglRy2pXXZ",
-	"Ei5T69MqBoijzwOBxYCErjRe1kNw2tIpa1n6En67ltk9TVPkpRF5S9ro2FJNy1yYprWhokjng9A4sMUw",
-	"S+dDqTeqbq0I/gFvvhXJfgyJdkRFeTj7GkMO+FsktzL5csW3dBXtQkus7pM9EDDJhWu3Qo/sJmveDK2c",
-	"KoJpYo75gbAIN7iwV0rkVocQAmZ9YFOT6qmSlhzGBQ/mVEGKoCfk8elikOMt5pDQRhLwNzCEH8hrqx2G",
-	"jEyrH3+lgo8ek2Sns1Z8Vk8mqAg1+Oj68EpFq7D8OWpmScHcd/HGVA9CI7lOw3NxdxKYurmx99Jf1PL6",
-	"Cj+760JM8drpG+yQu9FyIgW0t+25sA5oXKe2N2jL3Hso0uHcPvOEUXM4YYxYrElzNe+nh0Ey+QmZcOJl",
-	"3tGv8IvWNuBTSqv0Ozy98J7SHtTCDzknmeBb2IJvfZIjtMw9RHAhZgffvSL6PicPNwi//e+nUnBtevKW",
-	"HyHmReDO5wu3N1MV8guSwczpk6C92y2RFzOx1R/CR3Wj9J1iUeV4/A0W3r3m6F42XJOWeetyn8FPNS+8",
-	"BAnZGjlkaK5nlaf9RASCe3u3nKyjP/cDbuAJXfIYa8ya1E7ncvaybc8rFfzpJTbzL+UYjUKHFnrJ1vDV",
-	"ZhID/xzuJH0S6Qa79ZKd4dYf6f/0c/gq6bdtbIPaaPSTbFVfU7O3R5jMh4eeNCUTkdtOW+ItJ9sS8pfg",
-	"/M0B/PHV998Bx6eA41Ok3B80LjHgcDq8Uu0OX648x4Tf77S5QVP9lRJYpt9f39/f3ydEyZWx4dj011W0",
-	"M9z601V0f58MwUcAvGUhB2aMV8qHUR+xDY9J3wpRf4V18I7gWS4UnlYy8nx5f0coOsB/wq/sNfkpoaA5",
-	"CbsWOrOV4ZiV4yEwAcFijqnzY4KTI3PpFlDoXKYL6G3BhVTTHM+RY4QxvCJSv4Z3cjrLF6PKL+rvQVqU",
-	"rDjmONeGyJrqufdRCC5VwNESG5D3MBCFJBlFswfk9YopR9jlVBGgX9c7vN+W87AVv4pfNywtlcOpN19p",
-	"UbKikkrOqet2Vye/yye9C/kLeqjNG3xe9y7D9IbAxw9S53XoZPl0DE6WnTNivSELwDCw/tDToEP9POwD",
-	"rKgFv04zoEsnNAnrlRsgH/r5gMJPc0CD1kFF20ervUEesCAgrqrfu3RtWVT+zGpIzCdGrCQoydEAnxEh",
-	"H804z1S1CySV+24n6mKNli5/nJi1F9N4IGFvcUWsF7sR/uBLfoNvqtyGHB3tLdQJNX7ErKoLqC7QU349",
-	"XjnF65BCWifhO30HOvclDCEXKy30/GFIu1Sp+rFIb6ZGlyrrP5OqUvlOrNI6fEtTYitsRQs2kagMU5n5",
-	"K9W3aESeB7e7hXzHWuco1OPS0CDEB7zpl/NjF5xrObiPCVod9Fm/JU4yLrnsUrlX252Uddp5ij7Zdw3K",
-	"0yLVBI/u0HaoA29irtnEPDu+RbMGdfaCMSsbX166mfChI7wwT/Oik60b7+ef8EfuFkZ1mY0P7WD7SiKj",
-	"dEXpuH7GZ+Zz4bhQYiWk1ROtWLcin/lOcLjKVGqxvwcJJ9MS71NrAxOubAHN5X8OUGVdJhlV9sLQ0sTo",
-	"+QN1myIvEcY40QahJ5ocsQBPTA9YuFihbrLyF+x3B8ulrxmqZLkspkZkLJmpyJFLLml0p4F5TH8wodoz",
-	"B2YZVLxIFntQaJ3bFmPGEVGWFKUvGXognGfcC+npdDc1q/Kzbm0lMsLAFe+3BYvJFq6JZ68O3BBlaaNd",
-	"Alflgtc2xk7Bnzb/CCHHXNWBrTOW/0cn/bmErMNyvdEGdjY3bQwo2NdYDvtE8fNAywpO68AtVVnsE0bk",
-	"OXpbuhwfiWu0weDx6Q+j98eH16Pztx9Pjk4vn/T/QrzUr/HANbUc5pflsdP5U3SsE+Sdao1x8rpPvh/D",
-	"230S8Mt96I2lEmYBpZLOxnAi9zfeyv2NS7nfDzqg5Vn/XArlyGvhuj1hYeu7t3LZaX61/Xa/S4LW8wcv",
-	"8r1GS9HQUB1dFQxxMo/LyYWrwq29VCitZCpysErc4HVaRUp9ZQpOJpg6eYtQRcJhInNSxlLFULbDNTdY",
-	"uBiKMs8J0Bl0YHCubzHrD+Hsw8VlDG+PLtkl41ybQVcaTneWKp0JNf2fFN15YYzmqYT/ky5723K/OPJO",
-	"w860zofMwz9I49iSeeYJpu2HE7sHddEFOOKewF3cVVgIDq5t1WF4dz5EjB7wn2u/eOs5zvPW7+48822n",
-	"pZFucUFd/XHGXDh4+UDAvK0cfE/g2HpVHD0rx9DD4XQIAi48K41SHxHx/erKE14hBMZgdHbcj33xmH/m",
-	"UCU/fAV56Hsr8a4uaGTXhHfQaJ+ZcwXTOpeo3AHd0eShOkm4fH8BviOkTU+wcqqa/ElVGoNZ1fdgBL0w",
-	"/+iN5ABNVa7O1fw0qJmOq2vmc618JLyqYicPr/DlV9pMhQoJcbt0unnpSpEPHAOepRPeB7evwtTCV56F",
-	"dx/LeS6YC6mckMrDJa554Wns7sbGVLpZOR6mer6RpfOBLTaWB6/XSJ1VuUPbCrBWCTgWmMODE3Azo8vp",
-	"DFoRtN47bV1tEODbWlj7wOWEMDo4oeuOQzDtStUyTFRrJLbHEtmv1bgdhvxx4DeodBqcCCWmXAaR5zbY",
-	"iWp9mtMXq4WWK8W1b5q6eqd0jy/V+ksj3AmccSOY15yYOXWKrj1vLm31t/VVLoyNYwhgmZqulMfJ5Psr",
-	"glPLMy5VGkKPfY8YMp3ajUwstofzrD+8Ulfq6BbNwpf/8zOMECEmMJg8VH1I3khazlE5nuIi6IBd4vmq",
-	"QAx53sbZwc8pFq6qtcndDKp0sIWAjiyIZZXQq2pDKmm+Umvi3PeQY10OPd3CyxJt5C+NTLZelfQuSlZm",
-	"ozRFa+spFVPXh0fr4pmEdNTo7NgLX9M+7MwLJ616+HGO/UYltZ9vCdtaicRvj9mD7lO0ngusVQcxIyku",
-	"XPclPiGAbMvx+sbbVT/DKzWCDItcL+ZclygW4UUNoZ/FXJdVeZWFHuukxC6sw/lu/f8kbtM0lzfEjwvy",
-	"TzG32PfB+lymqLw/FrTKqODaqu3hZgtiRyS0FZeuyd/o7LgVw9uNqvRYVYkjCkkAcrg5fBUKGdgCbYhC",
-	"blR9N+rk/u6XaIodlYBnYsoW3msckee1KMWg84zMy0Qa66DXKkqIfeGZJEhHyKEQUwxsKy3oQvxcBjEl",
-	"RIhuMBYWs91GSv1cXOha1byO0d0hKp7LgkLJtbhZ6aUQQWkD9kYWwEW61hO6FrHjLNqN3rc0R7T89vGn",
-	"NVQvPhOSgJA3hgINL91Ueb7ejL37b0GM9S3C1uYm5yJd2DwB+s3Nh94PzsVnnz1nf779jiAsEO2+3ozX",
-	"HbLHIM593OVVryTqKzBRGLyVxNFVLr5rl638/mNPHT6tPFXc3tz8zV6OtYsQOgq1P6jAX3pS8w/Xju/4",
-	"PXRNXe91o/WmkodsPT1k9QUMj3v19LjmHeF9HL1+zubqZ2884NWztlZX/PGYnafHVM+nGLCW87kghMyi",
-	"Aq3KHyemS+VC0SdyhrTt0BgjrpnxWI3QCjuDD2ZQm6cOtDvhZEjkrRTo1EY1DuU8V6rtwXLv5Qoe6CXB",
-	"27pcFJjEkBRtb4wafJYqbUVCm1bvzyQx/ONvfyetHV6W1i9KGWknf5bZ/0mg5xFSy3Sx4a3fFQ/hHItc",
-	"LMhwsR3it6ktHM4NTB7l3V1PPfwsrWuhFz9ge3Nzb+k1K1dHlCrjZzfCgczqh608cVJ5x0MS6sR3JUDm",
-	"nzNQd0ICsLP5vZ8gR1G9R1nbQqmcLtMZZl0K9qANAtc1bBcjNl02Vl54ryuzUajG8uDFZ1yhJzOcF9qh",
-	"SvnxyXjB0IFgYYFpv1Zsvoi50WzHzbDBX3DxtHpjLbGvfX7jt9RsywVx98shMXLG7//52vXBN8gV8M79",
-	"+zHmhwZ0cn10TezWXTgwzPL+Gc+216v/7A17QmZ7VXFrqGT917cGO5vfPz2ifgVFA7aesUT9gpQHvH7O",
-	"WTrektHg7e3nDG4/5Ps3MHGeWxpPotvK3ccPIOaNWV1v0AmcL3xEgpPRwpIT+y74vd5aGJxK68wiOMXJ",
-	"l8rluw8z83OKZf36tvaEbah26NYMj5PjXZNyryJU0e5Pn9q0uVh5hV+5pT0GjsLN2LLzzmNY23m/Rcqq",
-	"MOARQn6pPyly78lIgL+jHJLbvVnysYesHRag5uUgSK/5DII2Icjsh1fBEdsn0+wNrnCcN9y7Uu0HKFUl",
-	"fVXRTvZP5j60xL6xLz+calU5PcL3PTpcKrEny1SU41xabzr5MEuObLDdtla1y0/+KlywvbkDYiqk6rK/",
-	"h+2Qy1MeTpc1/e2s5RJT7jxwm1KrKpsLPd1Ymdajyv6/g/Z+hg6qvwjxb6AZPRs9pRnjB/QemlvMmkh0",
-	"83UM//R82H6PlhDDW/T1AOvPv7pewe1dqaT9YII9CEhajyaS9gO5J94ZdghRo2Sj3x13rXygoPp+VNfE",
-	"odsG9+FZ/yM0X1No3qJ7WmJ+pUPEn+MivcoVyR0u99HZYOvVTlXPzOD8meXM//jb3++TIZyUjmiwC0kI",
-	"KCbQC/H03XZl7pXypbkc8wsWr0n/2f6K/xxqPxPocYy+72V1pUdRbvjM3EZIuSVXqufj97sgvO+cIhid",
-	"55pLh+r84x790eQuqtc6LW3iI+1jYqLqrTliCE4ovLtSVTayPwQf7fdOsf+mFbk383lFGs4+k032moUc",
-	"5s2YEAIK55ubT9f4uqBWYfCV+qBaH2UiuCHAyXkgb1O1uL252QQG6m/5VKWhPgNevUYyGRnOgDMqFRdf",
-	"qWTt1XP94Ff4auuQV8tZaXzjZ1OpzFvPWqUDXbohjALj+NfBvD6XN86kml6psGN2AcmS1/+igXOpmm9Y",
-	"1FUOyc5w609J9QzUgtNMOoV3yC+DmEuVfxVFgCrcapeu/thO5DwFeEiv8ieF+LlWHf58e3RJVuFsdHnw",
-	"bg92trbX7FD1Gb5QfuArdR+GSuFDR49ipGfGNkRwo+uvY5FT4SnEHKj0QBdfOcax+u2OF9u85Vcb/2Lx",
-	"jnX54gtR0klRwVTHX4a5EzWvEwv7kf3/WOzaYj8rqrHyhRcOVTwj2tDxPbP/hEV+ExzjL6Tll/aW0+tk",
-	"8biA9ZnxkifCJOGLWhzUTrwlC7Yq1K6Tbq4L2WNIfFE/9+HvV3Th998lOPJQ0ONXxok6D3autfsdIz/1",
-	"Y+lCPBTlWZ56peDpp09k+Drqh376RPbHv6vypttX0mww6g2rfFn5BK3lFEFoq96RfLr/7wAAAP//Mzkz",
-	"MoBXAAA=",
+	"H4sIAAAAAAAC/+x8+24bOdLvqxR0FhjpTEu2E2d2x8bBQr4kMTZOfGxnBgfjHDfVXZK47iZ7SLYdTWBg",
+	"H+J7hn2wfZIPVWRfJLUtezCb2f2wf9luk2yyWJdf3fpLL9F5oRUqZ3t7X3pzFCka/vX4UszoZ4o2MbJw",
+	"UqveXu9yjnCLxkqtQE/BzRGSrLQOzTcWbIEJCJVCUhqDyoEu0AiaCf3x8dlw59XuYB8sqhSkg4lIbkAq",
+	"OJkOT4VL5qNe1LPJHHNBr3WLAnt7PeuMVLPe/f191CuEETm6sL9D/9qT9Ey4OT2QtL+C/oh6SuQ0O6nG",
+	"9KKewZ9LaTDt7TlTYvtVufj8DtWMVvnuJb3GOTS02P//SQx/2R5+/6kffhl++rIdfbdzXz0f/PkPvWht",
+	"q1Gzt/9boll0U/Ho8BSksk6oBEGm4DSIVBcOhG2TFWS6DwI+fjw5AmlhhopIiinczVGBmFimswHMC7cg",
+	"EjIZfub31nSQae9pB+5vPnH3me+JwLbQyiLfzoFIz/HnEq2jvxKtHCr+VRRFJhNmiq3C6EmG+bd/tUSV",
+	"L60d/sHgtLfX+19bDXtu+f/arTM/y790ma4n6lZkMgWpitLtQ5yiEzKLgcjgqTqVmKXMo/SXKTMc9ejC",
+	"tJpmMvmqmyUmkCndHW2PLteJG1QwWYCAVE6nyDIU+CCigUt8YWGCUs0gxQwdpnyO19pMZJqi+toHSUSW",
+	"+U2J0s1ROXobpjApHe96Xk6+sXB+MD6EVKMFpR2ILNN3/N9aT3TeWWnp+M5rnkl9eU6YGTo+9lsUmVcC",
+	"D5z5eWcNy3Uc1f+n0nwWza1MEAqjb2WKhvdyokiYRPY1b+Cjws8FJkRwNEabffBUtCAMglbZghRta8vf",
+	"WMj0zPKG32v3Wpcq/Zobfq/Blsm8ZmZtwOjSeWE8M5holUoa+1rIDNOvzc2VSQIygg3D5vxs2eZVpo5H",
+	"9kktQvx6fPLu+Oj67Pz48MP7o5PLkw/v4wEf7VLmqMuvrmbm5QRSmXqpU/YODdxJNw88YbyihhRFmkmF",
+	"0E+0mspZGWx3+H/YewQpTkWZOXixDTYcS+t3JI1f+1zVzic6XQB+ThBTCztwKg94Wx/VkjL6ygyeGEzp",
+	"3SKzrLxbf1cqsaULkwQLNwI6FZ9G4S0awGSuvRbMyba34NmPP/44HLdOtw4yxtmdWFiID1AYNPEGeOXJ",
+	"dStkJibZV7/ISpNKTw2DIl1APxHJPNDHLlSCacREK5VBkcxpn1Hb3DAmNfxEG/mLf5DoMvOMP0FI5pjc",
+	"YDrYB4POLEBMSfnQZcTn9GA4pgcxWFZA1mOsmbxFFfipMDpBa782iX7ELBtOtcmDRaXjsNEhHE6bgTka",
+	"hH6RCUfDogqjRzCe0UsiOFFTI47V7WAfpkQkBWWRCkcUDJYU3FzaWiMnQrHK07dI0LRf22Uihw16Q1it",
+	"yB5HvGZ4pw22mpGYXzqoiY/KlkWhjcP0FFMpLpkJf0eVEdhtFSlAv/0kRzPDYUG6n7fCZ/XECzg/nM4/",
+	"+j2QJFud8cGH88vjoxj+8bf/AqG0m5NhrT0waQkDFEbPDFrbulAPtKSzcCPpKgM3EMwq5sLiYB8eNmv8",
+	"ssdgKUnkXNigz+hc/jG9j92fLOP9jdhxCoclWowPT9/K4JaK1KMBkZ0ZOpGT5GV4P65oPfnSE8Tu15mY",
+	"YPbIzDX9t0rRA2HwFJ3I9sGvRQLDogR5aR0kwhj2tsI6evJXTBytI0qnbSIyWnbDjY5bQ++j3kRYvE51",
+	"LqTq3KEkCb5Gdbuu6lvbreScudTvOJU20be4tOFm2UpnrK96U07wVhp2LyfCYO7fUJn/qdE5X/3FGeGg",
+	"NmToflGlsKSaXbsg+stv/EBINZ4vCjR2LqcuHnW612tEHy8TfV3q3+sUz7TOgEZ5bsdsChN0d4gKcslq",
+	"DHLxGe60uUFjod/m6upW0Qz2CWhkpZW3yCAKlE7RjsK0UaJL5UZQ3wgYJOOGlhf32ngEp6Vjtc0LLOkS",
+	"6Au/yUZ0B0SFZTbPxWf+IZXMy7y3t1MTRSqHMzREldwz0mOD7ttxkZ94RsSLf+qgctghrbkidIW8RpUW",
+	"Wnplt0z/C3TekJ4fj4/+XwQfz47Glyfv3xBbfXw//mF88m588O64k2cSrazO8Lo02W+8sEHh8NrJnNmQ",
+	"BEC43l6PbmLIT7smeax/Xd/MJgn/UA8k+U07xZqkzAtPl1xb/G4X+tYJlQqTAqpEp1LNBiBSYtpm8giO",
+	"88ItoFQZqfcVlcwUYroEGo1g7ENHTEDpaBAx4xyztJJsQgPs1keVz60gbt54rXPpHKYxWMKZd/PFCM6r",
+	"GBC4uQhqErRCmAvCEYR6GcJCfEjYbniolTM6I8TlCGbESg+t0wbjzltbf/k6zc5I4KqDtclAVkioNcL5",
+	"nfJpqwhWA8u9nod4WsVVWgbPRzxyseCR8QxdDHF4md1qXhCzKuYXyHQf4kxa55d5d3JxWRlGYYxE29qX",
+	"hf6b48v2CQb7EC+B2+uyQezNxgo0ubT2IfALfyUDpvQdURgVKYafevX5elGP9tdjQ9b9ppZuaG6GQUQh",
+	"EuzkcVaRm4SFdPQhaU9LU3SBim3AdYCV3YrdoNXZLabwoUB1QePBYIbCYrcNCrFi/CwIiDQhYrtFYGS4",
+	"vb29s8lIVjSrzGOPTHewjp206TR81SqNseucawtMNhHuggQmDdr5gibQRCdcadeJVivJu7nMEASkYjF8",
+	"0cKJplSWjRA6RzjOICF2MpkgLBwdnn5j4ez8w5vz44sLWkcq8O8CvKVtDdp8dXb8/ujk/Zte1Ds7//DD",
+	"ycXJh/f+T1ZIvajeTi/qeXhJzxrd3Yt6R8fvjnlEJ3n4zdc5+WSzbt7z1vWZmn4Dz7ELgWnl8XSjlLZh",
+	"5QB8yE3wldYXtHaGFrN1sU6zty4ZiZZt8bIBreSwLa3LlnCZWmsYIOp9HgoshiR0pfGyHpIHlk5Zy9KX",
+	"8Nu1TO9pmSIrjcha0kbHlmpWZsI0TxsqiiQfhodDW4zSJB9JvVUNa2VYDnnzrUzDY55CR9Sap7MvOOKE",
+	"jEVy++MvV3xLV709aInVfbwPAqaZcO2n0GcQR5o3RStnisCwyDE7FBbhBhf2SonM6hDiwXQAbGoSPVPS",
+	"kkO/4MmcykkQ9JQ8cl0MM7zFDGLaSAz+BkbwA3nVtUOXkmn1869UiKFEJNnJvBU/19MpKkINPvsxulJr",
+	"ePIpamZJwdx38cZMD8NDcm1H5+LuNDB1c2PvpL+o5fcr/OyuCzHDa6dvsEPuxsuJLtDetmfCOqB5ndre",
+	"oC0z70FKh7l94gl7zeGEMWKxJs3Vuo+AZML+qXDied7rr/Bb1zbgU36r9Dt6f+E92X2ohR8yTgLCt7AD",
+	"3/okVHiSe4jgQkwVvns58n7BxjzpMPz2vzelSNv05C0/QsyLwJ1PF25vpirkFySDmdMnqfu3OyIr5mJn",
+	"MIKP6kbpO8WiyvmSGyx8+IOjr2mH99W63CfwU80Lz0FCtkYOKZrreRUJ2RAh4tE+bELW0Z/7AWf7lC55",
+	"gjVmjWvXfjm73LbnlQr+9Byb+ZdygkahQwv9eGf0cjuOgH+OduMBiXSD3frx7mjnj/R/+jl6GQ/aNrZB",
+	"bTR7I1vV19Ts7REm8+G7jaZkKjLbaUu85WRbQv4SnL8+hD++/P474PghcPyQlPuDxiUCHM1GV6o94MuV",
+	"55jwewgyhL841EC/v7q/v7+PiZIrc8Ox6a+r3u5o509Xvfv7eAQ+zuItCzkwE7xSPsz9iG14TPpWiPor",
+	"rIN3BM8yofB9JSNPl/e3hKID/Cf8yl6TXxIKWpOwa6FTWxmOeTkZARMQLGaYOD8nODkyk24Bhc5ksoD+",
+	"DlxINcvwHDmGG8FLIvUreCtn82wxrvyiwT4kRenjSJhrQ2RNdO59FIJLFXC0xAbkPQxFITk4ZPaBvF4x",
+	"4wyInCkC9Ot6h/fbch52opfRq09doZ+kKJdCPy8640O8y43ehfwFPdTmDT5teJdhek3g4wepszp0snw6",
+	"BifLzhmx3qgjvtZl7B/2AVbUgn9PM6FLJzQFBSs3QD700wGFX+aQJq2DiraPVnuDPGFBQFxVv3fp2rKo",
+	"/JnVkJhPXFlJUJKjAT5jRT6acZ6pahdIKvfdbq+LNVq6/HFi1l5M44GEvUUVsZ7tRviDL/kN/lHlNmTo",
+	"aG+hjqvxI+ZV3UZ1gZ7y6/HKGV6HFN86Cd/qO9CZLzEJuXJpoe8PQ9qlKqWYiORmZnSp0sETqSqVH8Qq",
+	"rcO3NCW2wlb0wiYSlWIiU3+l+haNyLLgdreQ70TrDIV6XBoahPiAN/18fuyCcy0H9zFBq4M+67fESeAl",
+	"l10q9/JFJ2Wddp6iG8euQXl6SbXAozu0HerAm5hrNjFPjm/RqkGdPWPOysaXX90s+NARnplHe9bJ1o33",
+	"00/4Iw8Ls7rMxod2sH0lXVS6onRc3+QrJzLhuJBlJaTVF61YtyKf+U5wuMpUanGwDzEnO2PvU2sDU648",
+	"As3lmQ5QpV0mGVX6zNDS1Oj8gbpakZUIE5xqg9AXTQ5fhKSUByxcTFI/svIXHHQHy6Wv6apkuSxmRqQs",
+	"mYnIkEtiaXangXlMfzCh2isHZhlWvEgWe1hondkWY0Y9oiwpSl/S9UA4z7hn0tPpbmpW5YHd2kqkhIEr",
+	"3m8LFpMtXBOvXh24IcrSRrsErsrVr22MnYI/bf8RQg1AVae3zlj+H5305xK/Dsv1WhvY3d62EaBgX2M5",
+	"7NOLngZaVnBaB26pypY3GJGn6G3pMnwkrtEGgyfvfxi/Ozm6Hp+/+Xh6/P5yo/8X4qX+HQ9cU8thfl6d",
+	"QZJvTO9XBQydao1x8rpPfhDBmwMS8MsD6E+kEmYBpZLORnAqD7beyIOtS3kwCDqg5Vn/XArlyGvhukph",
+	"Yee7N3LZaX754s1BlwSt5w+e5XuNl6KhoXq9KujiZB6X+wtXhVv7iVBayURkYJW4weukipT6yiGcTjFx",
+	"8hahioTDVGakjKWKoGyHa26wcBEUZZYRoDPowGCubzEdjODsw8VlBG+OL9kl41ybQVcaTneWKpkLNfuf",
+	"FN15ZoxmU1nFRpe9bbmfHXmvCjJGzMM/SOPYknnmCabth1O73yqkcMQ9gbt4qLAQHFzbqnbx7nyIGD3g",
+	"Pz9eN7HqPO/87s4z33ZSGukWFzTUH2fChZ2XDwTM28rBjwSOrVfF6/NyAn0czUYg4MKz0jjxERE/rq7v",
+	"4TeEwBiMz04GkS/u820oVfLDV/iHsbcS7+qCU3ZNeAeN9pk7VzCtM4nKHdIdTR+qY4XLdxfgB0LSjAQr",
+	"Z6rJn1QFSJhWYw/H0A/rj19LDtBU7QTcbUGTmuW4hinPtfKR8KrLgDy8wpfHaTMTKiTE7dLp8tKVIhs6",
+	"BjxLJ7wPbl+FqYWvDAx9Oct5LsiFVE5I5eES17zwMnZva2sm3bycjBKdb6VJPrTF1vLk9Rq2syp3aFsB",
+	"1ioBxwJzdHgKbm50OZtDK4LWf6utqw0CfFsL6wC43BPGh6d03VEIpl2pWoaJao3E9lkiB7Uat6OQPw78",
+	"BpVOg1OhxIzLILLMBjtRvZ/W9MWE4cmV4tpETUO9U7rPl2r9pRHuBM64EcxrTsycOkPXXjeTtvrb+ioX",
+	"xsYRBLBMj66Ux8nk+yuCU8srrlRvse8RQaoTu5WKxYtRng5GV+pKHd+iWfj2DG6TCRFiAoPxQ9Wh5I0k",
+	"ZY7K8RIXQQfsEc9XZXjI6zbODn5OsHBVrU3m5lClgy0EdGRBLKuEflUbUknzlVoT54GHHOty6OkWOn+0",
+	"kb80Mtnq+ulflKzMxkmC1tZLKqauD4/WxTMx6ajx2YkXvub5qDMvHLf6FSYZDhqV1G6vE7b1JhK/fWYP",
+	"uk/RaudYqw5iRlLcWOBLfEIA2ZaT9Y23q35GV2oMKRaZXuRcNyoWoeOJ0M8i12VVXmWhzzoptgvrMN+r",
+	"/x9HbZpm8ob4cUH+KWYWBz5Yn8kElffHglYZF1xb9WK03YLYPRLaikvX5G98dtKK4e31qvRYVYkjCkkA",
+	"crQ9ehkKGdgCbYlCblVjt+rk/t6X3gw7KgHPxIwtvNc4IstqUYpAZymZl6k01kG/VZQQ+cIzSZCOkEMh",
+	"ZhjYVlrQhfi5DGJKiBDdcCIspnuNlPq1uBC5qkmu6j4L3pBCybXSaemlEEFpA/ZGFsBF1NYTuhaxk7S3",
+	"13vX0hy95d7Un9ZQvfhMSAJC3hgKNPzqppb21Xbk3X8LYqJvEXa2tzkX6cLmCdBvbz/U35mLzz57zv58",
+	"u88jvKC392o7WnfIHi8N7fKqVxL1FZgoDN5K4ugqF9+1y1Z+/7FWlE8rraQvtrd/s86+dhFCRyH9BxX4",
+	"S09r/uHa/l2/h66l671utXpeecrO5imrHUo87+XmeU2f533Ue/WUzdVtiTzh5ZO2Vlf88ZzdzXOq9jYG",
+	"rGWeC0LILCrQqvxxYrZULtT7RM6Qth0aY8w1Mx6rEVphZ/DBDGrTikK7E06GRN5KgU5tVKNQznOl2h4s",
+	"j16u4IF+HLyty0WBcQRx0fbG6IHPUiWtSGjz1PszcQT/+NvfSWuHzt+645eRdvxnmf6fGPoeIbVMFxve",
+	"uu97BOdYZGJBhovtEPcOt3A4P2DyKO/ueurhZ2ldC734CS+2t/eXuo25OqJUKbdFCQcyrRuPeeG48o5H",
+	"JNSxH0qAzLeb0HBCArC7/b1fIENR9QutbaFUTpfJHNMuBXvYBoHrGraLEZshWysd+OvKbByqsTx48RlX",
+	"6MsU80I7VAk3B00WDB0IFhaYDGrF5ouYG8120kwb/gUXm9Uba4kD7fMbv6VmWy6Iu18OiZEzfv/P164P",
+	"9ohXwDvz/X3MDw3o5Promtitu3BgmOV9m9ULr1f/2Rv2hEz3q+LWUMn6r28Ndre/3zyj7lKjCTtPeEXd",
+	"4csTXj3lLB29fjT5xYunTG43Wv4bmDjPLY0n0W3l7qMHEPPWvK436ATOFz4iwcloYcmJfRv8Xm8tDM6k",
+	"dWYRnOL4S+Xy3YeVuZ1iWb++qT1hG6odujXD4+R426TcqwhVb++nT23aXKx8JaFyS7nBilwJtuy88wjW",
+	"dj5okbIqDHiEkF/qT77cezIS4O8oh+Tn3iz52EPaDgvQ4+UgSL/5TIU2Icjsp1fBETsg0+wNrnCcN9y/",
+	"Uu0GlKqSvqpoJ/snMx9aYt/Ylx/OtKqcHuHHHh8tldiTZSrKSSatN518mCVHNthuW6va5ZbMChe82N4F",
+	"MRNSddnfo3bIZZOH02VNfztrucSUuw/cptSqyuZCXzdWptX0Ovh30N5P0EH1Fzv+DTSjZ6NNmjF6QO+h",
+	"ucW0iUQ3Xy/xnwYYtfvRYmJ4i74eYL39q6sLbv9Kxe2GCfYgIG41TcTtBrkNfYYdQtQo2d7vjrtWPiBR",
+	"fd+ra+EwbIvH8Kr/EZqvKTRv0G2WmF/pEPHn0kivckVyh8t9fDbceblb1TMzOH9iOfM//vb3+7hubt6D",
+	"OAQUY+iHePpeuzL3SvnSXI75BYvXpP/sYMV/DrWfvs55OXc6Ekk+anXex9DnOP7Ay/PKKkW55bN3WyEt",
+	"F1+pvo/x74Hw/nWCYHSWaS4vqnOU+/RHk9+oOnpaGsdH4yfEaNX3AhBDAEPh3ZWqMpaDEfiMgHec/XfJ",
+	"yAXK84p8nKEmu+21DznV2xGhCBTOP24+P+Rrh1rFw1fqg2r1kBMkEeBkHq6gqWx8sb3dBA/q7zFV5aM+",
+	"S151LJmUjGvAIpUajK5UvNYZXTcFC1+RHXJvGSuWb/xqKpFZq/VVOtClG8E4MJfvIOb3cwnkXKrZlQo7",
+	"ZjeRrH39L5qYS9V8h6SuhIh3Rzt/iqtWUQtOM+kU3iF3DzEnK985RaAr3GqXPv/YTvZsAkWke/mzUNzS",
+	"VYdI3xxfEgufjS8P3+7D7s6LNVtVfUoxlCj4at6H4VT4WNWjOOqJ8Q8RXO36C2fkeHgKMQcqPdTFV46D",
+	"rH5/5dl2cbmz418sJrIuX3whSjopKijr+Os+d6LmdWJhP3PwH6teW/UnRT5WvtLD4YwnRCQ6vkn3n9DJ",
+	"b4J1/IW0fNf+cgqeLB4XuT4xprIhlBK+isaB79hbsmCrQn076ea62D2C2Bf+8xj+xkUXxv9dAigPBUZ+",
+	"ZSyp82DnWrvfMTpUN1QX4qFI0PLSK0VRP30iw9dRY/TTJ7I/vvfKm25fbbPFyDi85cvKZ4QtpxHCs6rX",
+	"5NP9fwcAAP//6kKIqURZAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file
