@@ -15,6 +15,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"k8s.io/utils/ptr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
@@ -159,6 +160,11 @@ func TestDay2Upgrade(t *testing.T) {
 			if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "clusters", Name: name}, &np); err != nil || np.Status.Version != "4.18.22" {
 				t.Fatalf("NodePool version %q (%v)", np.Status.Version, err)
 			}
+			// ACM's view follows: the klusterlet reports the new Kubernetes version.
+			testwait.For(t, 10*time.Second, "the ManagedCluster at Kubernetes 1.31", func() bool {
+				var mc clusterv1.ManagedCluster
+				return testHub.Client.Get(context.Background(), client.ObjectKey{Name: name}, &mc) == nil && mc.Status.Version.Kubernetes == "v1.31.7"
+			})
 		})
 	}
 }
