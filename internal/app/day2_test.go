@@ -200,6 +200,14 @@ func TestDay2Scale(t *testing.T) {
 	for _, platform := range []struct{ name, body string }{{"kubevirt", kubevirt417}, {"baremetal", baremetal417}} {
 		t.Run(platform.name, func(t *testing.T) {
 			id, name := readyCluster(t, sp, "sc-"+platform.name[:2], platform.body)
+			if platform.name == "baremetal" {
+				// Too few Agents: 422 with the shortfall, and the Agents this attempt reserved are released again.
+				code, h, _, raw := sp.patch(t, id, `{"spec":{"nodes":{"workers":{"count":30}}}}`, "")
+				assertProblem(t, code, h, raw, 422, "need 30 eligible Agents")
+				if n := reserved(t, id); n != 2 {
+					t.Fatalf("%d Agents reserved after a refused scale, want 2", n)
+				}
+			}
 			for _, n := range []int{4, 1} {
 				code, _, c, raw := sp.patch(t, id, fmt.Sprintf(`{"spec":{"nodes":{"workers":{"count":%d}}}}`, n), "")
 				if code != http.StatusOK || c.Status != "UPDATING" || c.CurrentOperation.Kind != api.Scale || c.CurrentOperation.To != fmt.Sprint(n) {
