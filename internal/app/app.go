@@ -155,7 +155,8 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		DefaultWorkerCount:             int32(cfg.DefaultWorkerCount),
 		KubeVirtInfraKubeconfig:        infraKubeconfig, KubeVirtInfraNamespace: cfg.KubevirtInfraNamespace,
 		SSHPublicKey: sshKey, PullSecret: pullSecret, Matrix: matrix, Status: st,
-		Platforms: platforms.Available,
+		Platforms:                platforms.Available,
+		OperationTimeoutKubeVirt: cfg.OperationTimeoutKubevirt, OperationTimeoutBareMetal: cfg.OperationTimeoutBaremetal,
 	}, log)
 
 	reg := prometheus.NewRegistry()
@@ -171,7 +172,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		a.Publisher = events.New(events.Options{URL: cfg.NATSURL, ProviderName: cfg.ProviderName, Naming: naming,
 			Credentials: events.Credentials{CredsFile: cfg.NATSCredsFile, NkeySeedFile: cfg.NATSNkeySeedFile, User: cfg.NATSUser,
 				PasswordFile: cfg.NATSPasswordFile, CAFile: cfg.NATSCAFile, CertFile: cfg.NATSCertFile, KeyFile: cfg.NATSKeyFile},
-			Debounce: cfg.StatusDebounce, CreateStream: cfg.StatusCreateStream, StreamMaxAge: cfg.StatusStreamMaxAge, Registry: reg, Log: log,
+			Debounce: cfg.StatusDebounce, UpdatingStatus: cfg.UpdatingStatus, CreateStream: cfg.StatusCreateStream, StreamMaxAge: cfg.StatusStreamMaxAge, Registry: reg, Log: log,
 			Fence: func() bool { return a.leader.Holds() }})
 		reporter = a.Publisher
 	} else {

@@ -69,6 +69,7 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg.BaseDomain, cfg.ManageACMObjects = "keys.example.com", false
 	cfg.ControlPlaneAvailabilityPolicy, cfg.DefaultWorkerCount, cfg.HypershiftNamespace = "SingleReplica", 5, "keys-hypershift"
 	cfg.DegradedGracePeriod, cfg.ProvisioningTimeoutKubevirt, cfg.ProvisioningTimeoutBaremetal = 16*time.Minute, 46*time.Minute, 121*time.Minute
+	cfg.OperationTimeoutKubevirt, cfg.OperationTimeoutBaremetal, cfg.UpdatingStatus = 91*time.Minute, 181*time.Minute, "PROGRESSING"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +173,9 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		"degradedGracePeriod":          func() { eq("degradedGracePeriod", svc.Status.DegradedGracePeriod, 16*time.Minute) },
 		"provisioningTimeoutKubevirt":  func() { eq("provisioningTimeoutKubevirt", svc.Status.ProvisioningTimeoutKubeVirt, 46*time.Minute) },
 		"provisioningTimeoutBaremetal": func() { eq("provisioningTimeoutBaremetal", svc.Status.ProvisioningTimeoutBareMetal, 121*time.Minute) },
+		"operationTimeoutKubevirt":     func() { eq("operationTimeoutKubevirt", svc.OperationTimeoutKubeVirt, 91*time.Minute) },
+		"operationTimeoutBaremetal":    func() { eq("operationTimeoutBaremetal", svc.OperationTimeoutBareMetal, 181*time.Minute) },
+		"updatingStatus":               func() { eq("updatingStatus", pub.UpdatingStatus, "PROGRESSING") },
 	}
 	for _, k := range config.Keys() {
 		check, ok := checks[k[0]]

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -303,15 +304,18 @@ func TestUnlabelledObjectsAreAdopted(t *testing.T) {
 	}
 	sp.waitStatus(t, id, "READY", 60*time.Second)
 	ctx := context.Background()
+	// The operator writes these objects too: a conflicting update is retried on a fresh read, as kubectl edit would.
 	strip := func(o client.Object) {
-		if err := testHub.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
-			t.Fatal(err)
-		}
-		l := o.GetLabels()
-		delete(l, meta.LabelProvider)
-		o.SetLabels(l)
-		o.SetOwnerReferences(nil)
-		if err := testHub.Client.Update(ctx, o); err != nil {
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := testHub.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+				return err
+			}
+			l := o.GetLabels()
+			delete(l, meta.LabelProvider)
+			o.SetLabels(l)
+			o.SetOwnerReferences(nil)
+			return testHub.Client.Update(ctx, o)
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}

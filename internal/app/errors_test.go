@@ -65,7 +65,8 @@ func TestErrorClasses(t *testing.T) {
 		{"tampered token", "GET", base + "?page_token=bm90LWEtdG9rZW4", "", "", 400, "page_token"},
 		{"unknown route", "GET", sp.URL + "/api/v1alpha1/nodes", "", "", 404, "no route"},
 		{"unknown method", "PUT", base, "application/json", ok, 405, "PUT"},
-		{"patch item", "PATCH", base + "/x", "application/json", "{}", 405, "PATCH"},
+		{"patch item as JSON", "PATCH", base + "/x", "application/json", "{}", 415, "application/merge-patch+json"},
+		{"patch item of no cluster", "PATCH", base + "/x", "application/merge-patch+json", `{"spec":{}}`, 404, "cluster x not found"},
 		// Bad input is a clear 400 naming the field, never a 500.
 		{"memory overflow", "POST", base, "application/json", sized("memory", "99999999TB"), 400, "spec.nodes.workers.memory"},
 		{"memory 1e400", "POST", base, "application/json", sized("memory", "1e400"), 400, "spec.nodes.workers.memory"},

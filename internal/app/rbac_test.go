@@ -181,7 +181,7 @@ func (f *rbacFixture) tokenBoundTo(t *testing.T, sa, ns string, roles ...string)
 }
 
 // lifecycle is the SP's whole job, driven as a user would and checked as DCM would: both platforms created, READY,
-// read with and without the kubeconfig, listed, status events on NATS, registration, health, deleted with DELETED
+// read with and without the kubeconfig, scaled (day-2), listed, status events on NATS, registration, health, deleted with DELETED
 // and nothing left. It returns the first thing that went wrong; stop ends it early (a 403 was seen).
 func (d *deployedSP) lifecycle(t *testing.T, stop func() bool) error {
 	t.Helper()
@@ -231,6 +231,23 @@ func (d *deployedSP) lifecycle(t *testing.T, stop func() bool) error {
 		var c api.Cluster
 		if json.Unmarshal(raw, &c) != nil || code != http.StatusOK || c.Kubeconfig == nil || *c.Kubeconfig == "" {
 			return fmt.Errorf("GET %s: %d, no kubeconfig: %s", id, code, raw)
+		}
+	}
+	// Day-2: scale the KubeVirt cluster to 2 workers (the record on the HostedCluster, the NodePool patched by the
+	// leader) and back to READY. (The bare-metal one keeps its Agent: the seeded ones are shared by the package.)
+	for id := range bodies {
+		if !strings.Contains(id, "rbac-ku") {
+			continue
+		}
+		if code, _, raw := d.user.do(t, http.MethodPatch, "/api/v1alpha1/clusters/"+id, `{"spec":{"nodes":{"workers":{"count":2}}}}`); code != http.StatusOK {
+			return fmt.Errorf("scale %s: %d %s", id, code, raw)
+		}
+		if err := wait(id+" scaled to 2 and READY", func() bool {
+			code, _, raw := d.user.do(t, http.MethodGet, "/api/v1alpha1/clusters/"+id, "")
+			var c api.Cluster
+			return code == http.StatusOK && json.Unmarshal(raw, &c) == nil && c.Status == "READY" && c.Nodes.Workers.Ready == 2
+		}); err != nil {
+			return err
 		}
 	}
 	if code, _, raw := d.user.do(t, http.MethodGet, "/api/v1alpha1/clusters", ""); code != http.StatusOK {

@@ -79,7 +79,8 @@ func TestSameIDTwoNamesOnTwoReplicas(t *testing.T) {
 		if got := hostedClustersOf(t, ns, id); len(got) != 1 || got[0] != names[winner] {
 			t.Fatalf("round %d: HostedClusters of %s: %v, want [%s]", round, id, got, names[winner])
 		}
-		deleteAndWait(t, a, ns, id, names[winner])
+		// Through the winner: its create waited for its own cache, the other replica's may not have the cluster yet.
+		deleteAndWait(t, []*testSP{a, b}[winner], ns, id, names[winner])
 	}
 }
 

@@ -117,6 +117,9 @@ func (c caller) do(t *testing.T, method, path, body string) (int, http.Header, [
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+		if method == http.MethodPatch {
+			req.Header.Set("Content-Type", "application/merge-patch+json")
+		}
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

@@ -95,7 +95,7 @@ func newClustersCommand(stdout, stderr io.Writer) *cobra.Command {
 	o := &clientOptions{now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "clusters",
-		Short: "Create, inspect and delete clusters on a running acm-cluster-sp",
+		Short: "Create, inspect, update (scale, upgrade, resize) and delete clusters on a running acm-cluster-sp",
 	}
 	server := os.Getenv("SP_SERVER")
 	if server == "" {
@@ -116,6 +116,7 @@ func newClustersCommand(stdout, stderr io.Writer) *cobra.Command {
 		newKubeconfigCommand(o, stdout),
 		newWaitCommand(o, stdout),
 	)
+	cmd.AddCommand(dayTwoCommands(o, stdout)...)
 	return cmd
 }
 

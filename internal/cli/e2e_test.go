@@ -168,20 +168,44 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	t.Run("README Try it works as written", func(t *testing.T) { runReadme(t, server) })
+	t.Run("README Day-2 works as written", func(t *testing.T) {
+		out, _ := runReadmeBlock(t, server, "## Day-2")
+		for _, want := range []string{"cluster day2-1 is READY", "cluster day2-1: scale 2 → 3 started (UPDATING)",
+			"cluster day2-1: upgrade 4.17.29 → 4.18.22 started (UPDATING)", "Upgrading control plane to 4.18.22",
+			"cluster day2-1: resize", `"UNPROCESSABLE_ENTITY"`, "valid targets", "\n422\n", "phase: done", "cluster day2-1 is DELETED"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("README Day-2 output lacks %q:\n%s", want, out)
+			}
+		}
+	})
 }
 
-// runReadme executes the README's "Try it" block with bash against the dev instance: the only substitutions are
-// its address (the test listens on a free port instead of 8080) and the path of the binary.
+// runReadme executes the README's "Try it" block with bash against the dev instance.
 func runReadme(t *testing.T, server string) {
+	out, dir := runReadmeBlock(t, server, "## Try it")
+	for _, want := range []string{"cluster demo-1 is READY", "cluster demo-bm is READY", `"id":"demo-2"`, `"results":[`, "\n204\n", "cluster demo-1 is DELETED", `"status":"healthy"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("README output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := clientcmd.LoadFromFile(filepath.Join(dir, "demo.kubeconfig")); err != nil {
+		t.Errorf("demo.kubeconfig: %v", err)
+	}
+}
+
+// runReadmeBlock executes the first sh block under a README heading with bash against the dev instance: the only
+// substitutions are its address (the test listens on a free port instead of 8080) and the path of the binary.
+func runReadmeBlock(t *testing.T, server, heading string) (string, string) {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(readme)[strings.Index(string(readme), "## Try it"):]
+	section := string(readme)[strings.Index(string(readme), heading):]
 	start := strings.Index(section, "```sh\n") + len("```sh\n")
 	block := section[start : start+strings.Index(section[start:], "```")]
 	if !strings.Contains(block, "clusters create") || !strings.Contains(block, "curl") {
-		t.Fatalf("unexpected Try it block:\n%s", block)
+		t.Fatalf("unexpected %s block:\n%s", heading, block)
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin", "acm-cluster-sp")
@@ -198,14 +222,7 @@ func runReadme(t *testing.T, server string) {
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("README Try it failed: %v\n%s", err, out)
+		t.Fatalf("README %s failed: %v\n%s", heading, err, out)
 	}
-	for _, want := range []string{"cluster demo-1 is READY", "cluster demo-bm is READY", `"id":"demo-2"`, `"results":[`, "\n204\n", "cluster demo-1 is DELETED", `"status":"healthy"`} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("README output lacks %q:\n%s", want, out)
-		}
-	}
-	if _, err := clientcmd.LoadFromFile(filepath.Join(dir, "demo.kubeconfig")); err != nil {
-		t.Errorf("demo.kubeconfig: %v", err)
-	}
+	return string(out), dir
 }

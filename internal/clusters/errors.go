@@ -24,6 +24,13 @@ const (
 	KindUnprocessable             // 422
 	KindUnavailable               // 503
 	KindTimeout                   // 504: the hub did not answer within the request's deadline
+	KindPrecondition              // 412: If-Match does not match the current ETag
+)
+
+// Reasons refine a kind's problem type where one HTTP status covers several causes (409 of an update).
+const (
+	ReasonAborted            = "ABORTED"             // another operation is in progress
+	ReasonFailedPrecondition = "FAILED_PRECONDITION" // the cluster's state does not allow the change
 )
 
 // String names a kind (for logs and audit lines).
@@ -41,6 +48,8 @@ func (k Kind) String() string {
 		return "unavailable"
 	case KindTimeout:
 		return "timeout"
+	case KindPrecondition:
+		return "precondition"
 	default:
 		return "internal"
 	}
@@ -55,6 +64,7 @@ type FieldError struct {
 // Error is a domain error with a kind, a user-facing message and, for invalid input, the fields at fault.
 type Error struct {
 	Kind    Kind
+	Reason  string // the problem type when it is not the kind's default (Reason* constants)
 	Message string
 	Fields  []FieldError
 	Err     error // the cause, for logs only; never shown to clients
@@ -91,6 +101,11 @@ func NotFound(format string, args ...any) *Error {
 // Conflict is a 409.
 func Conflict(format string, args ...any) *Error {
 	return &Error{Kind: KindConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+// PreconditionFailed is a 412.
+func PreconditionFailed(format string, args ...any) *Error {
+	return &Error{Kind: KindPrecondition, Reason: ReasonFailedPrecondition, Message: fmt.Sprintf(format, args...)}
 }
 
 // Unprocessable is a 422: well-formed, but not provisionable here.

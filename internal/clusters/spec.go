@@ -45,7 +45,32 @@ type Spec struct {
 	AgentLabels  map[string]string
 	ControlPlane ControlPlaneSpec
 	Workers      WorkerSpec
-	PullSecret   []byte // from the spec's pull_secret; nil → the configured one
+	// Autoscaling is provider_hints.acm.autoscaling: the NodePool scales itself within [Min, Max] (exclusive with
+	// nodes.workers.count).
+	Autoscaling *Autoscaling
+	PullSecret  []byte // from the spec's pull_secret; nil → the configured one
+}
+
+// Autoscaling bounds an autoscaled NodePool.
+type Autoscaling struct{ Min, Max int32 }
+
+// Replicas is how many workers the spec asks for: the count (or def), or the minimum under autoscaling.
+func (s *Spec) Replicas(def int32) int32 {
+	switch {
+	case s.Autoscaling != nil:
+		return s.Autoscaling.Min
+	case s.Workers.Count != nil:
+		return *s.Workers.Count
+	}
+	return def
+}
+
+// MaxReplicas is the most workers the spec can have (bare metal reserves that many Agents).
+func (s *Spec) MaxReplicas(def int32) int32 {
+	if s.Autoscaling != nil {
+		return s.Autoscaling.Max
+	}
+	return s.Replicas(def)
 }
 
 // ControlPlaneSpec is nodes.control_plane.
@@ -79,12 +104,13 @@ var readOnly = []string{"id", "path", "status", "status_message", "create_time",
 // and LIST. provider_hints is the exception: hints for other providers are dropped (DCM forwards the user's spec
 // verbatim, and hints addressed to another provider are none of this one's business).
 var knownKeys = map[string][]string{
-	"":                    {"service_type", "metadata", "version", "nodes", "provider_hints", "pull_secret"},
-	"metadata":            {"name", "labels"},
-	"nodes":               {"control_plane", "workers"},
-	"nodes.control_plane": {"count", "cpu", "memory", "storage"},
-	"nodes.workers":       {"count", "cpu", "memory", "storage"},
-	"provider_hints.acm":  {"platform", "base_domain", "infra_env", "agent_labels", "provisioning_type"},
+	"":                               {"service_type", "metadata", "version", "nodes", "provider_hints", "pull_secret"},
+	"metadata":                       {"name", "labels"},
+	"nodes":                          {"control_plane", "workers"},
+	"nodes.control_plane":            {"count", "cpu", "memory", "storage"},
+	"nodes.workers":                  {"count", "cpu", "memory", "storage"},
+	"provider_hints.acm":             {"platform", "base_domain", "infra_env", "agent_labels", "provisioning_type", "autoscaling"},
+	"provider_hints.acm.autoscaling": {"min", "max"},
 }
 
 // MaxSpecBytes caps the normalized spec, which is stored in an annotation of the HostedCluster (the API server
@@ -527,6 +553,23 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 	}
 	if acm["agent_labels"] != nil {
 		s.AgentLabels, _ = p.stringMap(acm["agent_labels"], "provider_hints.acm.agent_labels", true)
+	}
+	if as, ok := p.object(acm["autoscaling"], "provider_hints.acm.autoscaling"); ok {
+		as = p.canonical(as, "provider_hints.acm.autoscaling")
+		acm["autoscaling"] = as
+		lo, okMin := p.integer(as["min"], "provider_hints.acm.autoscaling.min", 1, maxWorkers)
+		hi, okMax := p.integer(as["max"], "provider_hints.acm.autoscaling.max", 1, maxWorkers)
+		switch {
+		case as["min"] == nil || as["max"] == nil:
+			p.fail("provider_hints.acm.autoscaling", "needs both min and max")
+		case okMin && okMax && hi < lo:
+			p.fail("provider_hints.acm.autoscaling.max", "must be at least min (%d)", lo)
+		case okMin && okMax:
+			s.Autoscaling = &Autoscaling{Min: int32(lo), Max: int32(hi)}
+			if s.Workers.Count != nil {
+				p.fail("nodes.workers.count", "set either nodes.workers.count or provider_hints.acm.autoscaling, not both")
+			}
+		}
 	}
 	// Fill in the effective platform (the echo says which platform was used).
 	if len(p.unprocessable) == 0 && (platform == config.PlatformKubeVirt || platform == config.PlatformBareMetal) {

@@ -1,6 +1,8 @@
 package clusters
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
 	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
@@ -41,6 +44,10 @@ type Cluster struct {
 	// layer; nil for a resource that is not cached. It is shared by the copies of one cached build and dropped with
 	// it when the cluster changes.
 	Encoded *Encoding
+	// Operation is the latest day-2 operation (nil when none ever ran); its message is the live progress.
+	Operation *operation.Record
+	// ETag versions the spec and the operation (AEP-154): it changes when an update is accepted.
+	ETag string
 }
 
 // Encoding holds an encoded form of a cached resource; safe for concurrent use, nil-safe.
@@ -62,6 +69,17 @@ func (e *Encoding) Set(b []byte) {
 	if e != nil {
 		e.p.Store(&b)
 	}
+}
+
+// ETag is the entity tag of a cluster's spec and latest operation.
+func ETag(specJSON string, op *operation.Record) string {
+	h := sha256.New()
+	h.Write([]byte(specJSON))
+	if op != nil {
+		h.Write([]byte{0})
+		h.Write([]byte(op.ID))
+	}
+	return `"` + hex.EncodeToString(h.Sum(nil))[:20] + `"`
 }
 
 // NodeCount is ready/total nodes of one kind.
@@ -133,13 +151,20 @@ func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 		c.Workers.Total = s.DefaultWorkerCount
 	}
 
-	if r.Status == status.Ready || r.Status == status.Unavailable {
+	if r.Status == status.Ready || r.Status == status.Updating || r.Status == status.Unavailable {
 		c.APIEndpoint = apiEndpoint(hc)
 		c.ConsoleURL = consoleURL(v)
 	}
-	if r.Status == status.Ready {
+	if r.Status == status.Ready || r.Status == status.Updating {
 		c.Kubeconfig = v.Kubeconfig // a SecretRef: the content is read on demand
 	}
+	if op := operation.Decode(hc); op != nil {
+		if op.Open() && (r.Status == status.Updating || r.Status == status.Failed || r.Status == status.Unavailable) {
+			op.Message = r.Message // the live progress (or the cause once the status says FAILED)
+		}
+		c.Operation = op
+	}
+	c.ETag = ETag(hc.Annotations[meta.AnnotationSpec], c.Operation)
 	return c
 }
 

@@ -110,6 +110,11 @@ type Config struct {
 	DegradedGracePeriod          time.Duration `key:"degradedGracePeriod" default:"15m" usage:"Degraded longer than this is FAILED"`
 	ProvisioningTimeoutKubevirt  time.Duration `key:"provisioningTimeoutKubevirt" default:"45m" usage:"a KubeVirt cluster not READY after this is FAILED"`
 	ProvisioningTimeoutBaremetal time.Duration `key:"provisioningTimeoutBaremetal" default:"120m" usage:"a baremetal cluster not READY after this is FAILED"`
+
+	// Day-2 operations (docs/day2.md)
+	OperationTimeoutKubevirt  time.Duration `key:"operationTimeoutKubevirt" default:"90m" usage:"a KubeVirt scale, upgrade or resize not finished after this is FAILED"`
+	OperationTimeoutBaremetal time.Duration `key:"operationTimeoutBaremetal" default:"180m" usage:"a baremetal scale, upgrade or resize not finished after this is FAILED"`
+	UpdatingStatus            string        `key:"updatingStatus" default:"UPDATING" usage:"status string of a running day-2 operation in status events: UPDATING, or PROGRESSING (DCM's word for it)"`
 }
 
 // Platforms.
@@ -393,6 +398,9 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if c.UpdatingStatus != "UPDATING" && c.UpdatingStatus != "PROGRESSING" {
+		return bad("updatingStatus", "must be UPDATING or PROGRESSING")
+	}
 	if c.PullSecretFile != "" && c.PullSecretName != "" {
 		return bad("pullSecretFile", "set only one of pullSecretFile, pullSecretName")
 	}
@@ -400,7 +408,8 @@ func (c *Config) Validate() error {
 		return err
 	}
 	for key, d := range map[string]time.Duration{"degradedGracePeriod": c.DegradedGracePeriod, "provisioningTimeoutKubevirt": c.ProvisioningTimeoutKubevirt,
-		"provisioningTimeoutBaremetal": c.ProvisioningTimeoutBaremetal, "resyncPeriod": c.ResyncPeriod, "leaseDuration": c.LeaseDuration,
+		"provisioningTimeoutBaremetal": c.ProvisioningTimeoutBaremetal, "operationTimeoutKubevirt": c.OperationTimeoutKubevirt,
+		"operationTimeoutBaremetal": c.OperationTimeoutBaremetal, "resyncPeriod": c.ResyncPeriod, "leaseDuration": c.LeaseDuration,
 		"requestTimeout": c.RequestTimeout, "shutdownTimeout": c.ShutdownTimeout, "statusStreamMaxAge": c.StatusStreamMaxAge} {
 		if d <= 0 {
 			return bad(key, "must be positive")

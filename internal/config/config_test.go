@@ -120,6 +120,9 @@ func TestInvalid(t *testing.T) {
 		{env: map[string]string{"SP_CLIENT_CA_FILE": "/does/not/exist"}, errHas: []string{"clientCAFile", "cannot read"}},
 		{env: map[string]string{"SP_AUTH_API_GROUP": "Not A Group"}, errHas: []string{"authAPIGroup"}},
 		{env: map[string]string{"SP_REQUEST_TIMEOUT": "0s"}, errHas: []string{"requestTimeout", "positive"}},
+		// Day-2.
+		{env: map[string]string{"SP_UPDATING_STATUS": "ACTIVE"}, errHas: []string{"updatingStatus", "UPDATING or PROGRESSING"}},
+		{env: map[string]string{"SP_OPERATION_TIMEOUT_KUBEVIRT": "0s"}, errHas: []string{"operationTimeoutKubevirt", "positive"}},
 		{file: "namespce: typo\n", errHas: []string{"unknown key", "namespce"}},
 	}
 	for _, c := range cases {

@@ -39,7 +39,7 @@ func SeedAuth(ctx context.Context, cfg *rest.Config, ns, apiGroup string) error 
 	}
 	roles := []rbacv1.Role{
 		{ObjectMeta: metav1.ObjectMeta{Name: "acm-cluster-sp-user", Namespace: ns},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{apiGroup}, Resources: []string{"clusters"}, Verbs: []string{"create", "get", "list", "delete"}}}},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{apiGroup}, Resources: []string{"clusters"}, Verbs: []string{"create", "get", "list", "patch", "delete"}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "acm-cluster-sp-kubeconfig-reader", Namespace: ns},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{apiGroup}, Resources: []string{"clusters/kubeconfig"}, Verbs: []string{"get"}}}},
 	}

@@ -133,6 +133,9 @@ type Options struct {
 	RetryMax     time.Duration // longest retry delay (default 30s)
 	Timeout      time.Duration // one publish attempt (default 5s)
 	Workers      int           // parallel publishes (default 8)
+	// UpdatingStatus is the status string UPDATING is published as (config updatingStatus): UPDATING by default,
+	// or DCM's PROGRESSING (DCM folded its UPDATING into PROGRESSING).
+	UpdatingStatus string
 	// CreateStream makes the publisher create or update its own stream (StreamName()) for its subjects, keeping
 	// messages for StreamMaxAge, unless another stream already captures them.
 	CreateStream bool
@@ -567,7 +570,11 @@ func (p *Publisher) Event(id string, st status.Status, message string) (cloudeve
 	ev.SetType(expand(p.o.Naming.Type, p.o.ProviderName, id))
 	ev.SetSubject(subject)
 	ev.SetTime(time.Now().UTC())
-	if err := ev.SetData(cloudevents.ApplicationJSON, Data{ID: id, Status: string(st), Message: message}); err != nil {
+	wire := string(st)
+	if st == status.Updating && p.o.UpdatingStatus != "" {
+		wire = p.o.UpdatingStatus
+	}
+	if err := ev.SetData(cloudevents.ApplicationJSON, Data{ID: id, Status: wire, Message: message}); err != nil {
 		return ev, "", err
 	}
 	return ev, subject, ev.Validate()

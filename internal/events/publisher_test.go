@@ -365,3 +365,23 @@ func waitTrue(t *testing.T, cond func() bool) {
 	t.Helper()
 	testwait.For(t, 10*time.Second, "the condition", cond)
 }
+
+// UPDATING is published as configured: as is by default, as DCM's PROGRESSING with updatingStatus: PROGRESSING;
+// no other status is renamed.
+func TestUpdatingStatusOnTheWire(t *testing.T) {
+	for _, tc := range []struct {
+		setting string
+		st      status.Status
+		want    string
+	}{{"", status.Updating, "UPDATING"}, {"UPDATING", status.Updating, "UPDATING"}, {"PROGRESSING", status.Updating, "PROGRESSING"}, {"PROGRESSING", status.Ready, "READY"}} {
+		p := New(Options{URL: "nats://127.0.0.1:1", ProviderName: "test-sp", Naming: Presets["design"], UpdatingStatus: tc.setting})
+		ev, _, err := p.Event("inst-1", tc.st, "Scaling workers 2→3: 2/3 ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Data
+		if err := ev.DataAs(&d); err != nil || d.Status != tc.want {
+			t.Errorf("updatingStatus %q, %s: published %q (%v), want %q", tc.setting, tc.st, d.Status, err, tc.want)
+		}
+	}
+}

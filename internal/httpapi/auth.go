@@ -30,7 +30,7 @@ var openPaths = map[string]bool{
 // document that is neither open nor listed here is refused (TestEveryOperationHasAnAuthorizationRule).
 var routeVerbs = map[string]map[string]string{
 	"/api/v1alpha1/clusters":             {http.MethodPost: "create", http.MethodGet: "list"},
-	"/api/v1alpha1/clusters/{clusterId}": {http.MethodGet: "get", http.MethodDelete: "delete"},
+	"/api/v1alpha1/clusters/{clusterId}": {http.MethodGet: "get", http.MethodPatch: "patch", http.MethodDelete: "delete"},
 }
 
 type userKey struct{}

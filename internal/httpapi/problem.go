@@ -18,6 +18,7 @@ var problemKinds = map[int][2]string{
 	http.StatusNotFound:              {"NOT_FOUND", "Not Found"},
 	http.StatusMethodNotAllowed:      {"METHOD_NOT_ALLOWED", "Method Not Allowed"},
 	http.StatusConflict:              {"ALREADY_EXISTS", "Conflict"},
+	http.StatusPreconditionFailed:    {"FAILED_PRECONDITION", "Precondition Failed"},
 	http.StatusRequestEntityTooLarge: {"PAYLOAD_TOO_LARGE", "Payload Too Large"},
 	http.StatusUnsupportedMediaType:  {"UNSUPPORTED_MEDIA_TYPE", "Unsupported Media Type"},
 	http.StatusUnprocessableEntity:   {"UNPROCESSABLE_ENTITY", "Unprocessable Entity"},
@@ -41,6 +42,8 @@ func statusOf(k clusters.Kind) int {
 		return http.StatusServiceUnavailable
 	case clusters.KindTimeout:
 		return http.StatusGatewayTimeout
+	case clusters.KindPrecondition:
+		return http.StatusPreconditionFailed
 	default:
 		return http.StatusInternalServerError
 	}
@@ -48,9 +51,17 @@ func statusOf(k clusters.Kind) int {
 
 // writeProblem writes an RFC 7807 problem document.
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string, fields []clusters.FieldError) {
+	writeProblemType(w, r, status, "", detail, fields)
+}
+
+// writeProblemType writes a problem whose type refines the status's default (a domain error's Reason).
+func writeProblemType(w http.ResponseWriter, r *http.Request, status int, typ, detail string, fields []clusters.FieldError) {
 	kind := problemKinds[status]
 	if kind[0] == "" {
 		kind = [2]string{"INTERNAL", http.StatusText(status)}
+	}
+	if typ != "" {
+		kind[0] = typ
 	}
 	code := int32(status)
 	p := api.Problem{Type: kind[0], Title: kind[1], Status: &code, Instance: &r.URL.Path}
@@ -96,7 +107,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, r, status, "internal error", nil)
 		return
 	}
-	writeProblem(w, r, status, de.Message, de.Fields)
+	writeProblemType(w, r, status, de.Reason, de.Message, de.Fields)
 }
 
 func jsonEncode(w http.ResponseWriter, v any) error { return json.NewEncoder(w).Encode(v) }

@@ -160,13 +160,18 @@ func limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// requireJSON refuses request bodies that are not application/json (415).
+// requireJSON refuses request bodies that are not application/json — application/merge-patch+json for PATCH,
+// an RFC 7396 merge patch (415).
 func requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+			want := "application/json"
+			if r.Method == http.MethodPatch {
+				want = "application/merge-patch+json"
+			}
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-			if err != nil || mt != "application/json" {
-				writeProblem(w, r, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type must be application/json, got %q", r.Header.Get("Content-Type")), nil)
+			if err != nil || mt != want {
+				writeProblem(w, r, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type must be %s, got %q", want, r.Header.Get("Content-Type")), nil)
 				return
 			}
 		}

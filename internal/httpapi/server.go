@@ -14,6 +14,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/httpapi/apigen"
+	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
@@ -31,6 +32,8 @@ type Clusters interface {
 	Get(ctx context.Context, id string) (*clusters.Cluster, error)
 	List(ctx context.Context, pageSize *int, pageToken string) ([]clusters.Cluster, string, error)
 	Delete(ctx context.Context, id string) error
+	// Update applies a merge patch of {"spec": …} (day-2); ifMatch is the If-Match header ("" when absent).
+	Update(ctx context.Context, id string, body []byte, ifMatch string) (*clusters.Cluster, error)
 	// Kubeconfig reads the admin kubeconfig of a cluster Get returned.
 	Kubeconfig(ctx context.Context, c *clusters.Cluster) ([]byte, error)
 }
@@ -198,7 +201,34 @@ func (s *Server) GetCluster(ctx context.Context, req apigen.GetClusterRequestObj
 	if err != nil {
 		return nil, err
 	}
-	return noStore[apigen.GetCluster200JSONResponse]{apigen.GetCluster200JSONResponse(out), disclosed}, nil
+	return noStore[apigen.GetCluster200JSONResponse]{apigen.GetCluster200JSONResponse{Body: out, Headers: apigen.GetCluster200ResponseHeaders{ETag: c.ETag}}, disclosed}, nil
+}
+
+// UpdateCluster handles PATCH /api/v1alpha1/clusters/{clusterId} (day-2: scale, upgrade, resize).
+func (s *Server) UpdateCluster(ctx context.Context, req apigen.UpdateClusterRequestObject) (apigen.UpdateClusterResponseObject, error) {
+	var body []byte
+	if req.Body != nil {
+		body = *req.Body
+	}
+	ifMatch := ""
+	if req.Params.IfMatch != nil {
+		ifMatch = *req.Params.IfMatch
+	}
+	c, err := s.svc.Update(ctx, req.ClusterId, body, ifMatch)
+	if err != nil {
+		s.audit(ctx, "update", req.ClusterId, "result", "refused", "reason", clusters.KindOf(err).String())
+		return nil, err
+	}
+	result := "unchanged"
+	if c.Operation != nil && c.Operation.Open() {
+		result = "accepted " + c.Operation.Describe()
+	}
+	s.audit(ctx, "update", c.ID, "result", result)
+	out, disclosed, err := s.withKubeconfig(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return noStore[apigen.UpdateCluster200JSONResponse]{apigen.UpdateCluster200JSONResponse{Body: out, Headers: apigen.UpdateCluster200ResponseHeaders{ETag: c.ETag}}, disclosed}, nil
 }
 
 // DeleteCluster handles DELETE /api/v1alpha1/clusters/{clusterId}.
@@ -264,7 +294,20 @@ func toAPI(c *clusters.Cluster) api.Cluster {
 			Workers:      api.NodeCount{Ready: c.Workers.Ready, Total: c.Workers.Total},
 		},
 		Namespace: c.Namespace, CreateTime: c.CreateTime, UpdateTime: c.UpdateTime,
+		CurrentOperation: operationAPI(c.Operation),
 	}
+}
+
+func operationAPI(op *operation.Record) *api.Operation {
+	if op == nil {
+		return nil
+	}
+	out := &api.Operation{Kind: api.OperationKind(op.Kind), From: op.From, To: op.To, Phase: api.OperationPhase(op.Phase),
+		Message: op.Message, StartTime: op.StartedAt}
+	if !op.EndedAt.IsZero() {
+		out.EndTime = &op.EndedAt
+	}
+	return out
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -285,6 +328,12 @@ func (n noStore[R]) header(w http.ResponseWriter) {
 func (n noStore[R]) VisitCreateClusterResponse(w http.ResponseWriter) error {
 	n.header(w)
 	return any(n.resp).(apigen.CreateClusterResponseObject).VisitCreateClusterResponse(w)
+}
+
+// VisitUpdateClusterResponse implements apigen.UpdateClusterResponseObject.
+func (n noStore[R]) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	n.header(w)
+	return any(n.resp).(apigen.UpdateClusterResponseObject).VisitUpdateClusterResponse(w)
 }
 
 // VisitGetClusterResponse implements apigen.GetClusterResponseObject.

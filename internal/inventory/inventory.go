@@ -117,6 +117,14 @@ func reject(a Agent, r Requirements) string {
 		return "bound to a cluster"
 	case !a.Validated:
 		return "not validated"
+	}
+	return Undersized(a, r)
+}
+
+// Undersized returns why an Agent's hardware is below the minimums of r ("" when it meets them): a resize of a
+// bare-metal cluster is accepted only when every Agent bound to it still qualifies.
+func Undersized(a Agent, r Requirements) string {
+	switch {
 	case a.CPUs < r.CPUs:
 		return "too few CPUs"
 	case a.MemoryBytes < r.MemoryBytes:

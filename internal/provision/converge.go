@@ -61,10 +61,13 @@ func (s *Service) Converge(ctx context.Context, hc *hyperv1.HostedCluster) error
 	if v, _ := idx.Get(id); s.cfg.ManageACMObjects && v.ManagedCluster == nil {
 		in.HostingClusterName = s.hostingClusterName(ctx)
 	}
-	if err := s.ensureChildren(ctx, hc, spec, render.Render(in), nil); err != nil && !errors.Is(err, errDeleting) {
+	if err := s.ensureChildren(ctx, hc, spec, render.Render(in), nil); err != nil {
+		if errors.Is(err, errDeleting) {
+			return nil
+		}
 		return err
 	}
-	return nil
+	return s.operate(ctx, hc, spec, in)
 }
 
 // errDeleting: the API server says the HostedCluster is being deleted or gone, though the cache did not yet.
@@ -133,7 +136,7 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 		return err
 	}
 	if spec.Platform == render.BareMetal {
-		if err := s.ensureAgents(ctx, id, spec, int(ptr.Deref(objs.NodePool.Spec.Replicas, 0)), ch); err != nil {
+		if err := s.ensureAgents(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
 			return err
 		}
 	}

@@ -60,6 +60,8 @@ type Config struct {
 	Platforms func() []string
 	// CacheWait bounds how long a create waits for its HostedCluster to appear in the cache (default 5s).
 	CacheWait time.Duration
+	// OperationTimeoutKubeVirt and OperationTimeoutBareMetal bound a day-2 operation (defaults 90m and 180m).
+	OperationTimeoutKubeVirt, OperationTimeoutBareMetal time.Duration
 }
 
 // Service implements the cluster operations.
@@ -84,6 +86,12 @@ type Service struct {
 func New(h *hub.Hub, cfg Config, log *slog.Logger) *Service {
 	if cfg.CacheWait == 0 {
 		cfg.CacheWait = 5 * time.Second
+	}
+	if cfg.OperationTimeoutKubeVirt == 0 {
+		cfg.OperationTimeoutKubeVirt = 90 * time.Minute
+	}
+	if cfg.OperationTimeoutBareMetal == 0 {
+		cfg.OperationTimeoutBareMetal = 180 * time.Minute
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -235,12 +243,9 @@ func (s *Service) Create(ctx context.Context, id string, body []byte) (c *cluste
 	if err != nil {
 		return nil, false, err
 	}
-	replicas := s.cfg.DefaultWorkerCount
-	if spec.Workers.Count != nil {
-		replicas = *spec.Workers.Count
-	}
 	if spec.Platform == render.BareMetal {
-		if err := s.checkAgentSupply(ctx, id, spec, int(replicas)); err != nil {
+		// An autoscaled pool may grow to its maximum: that many Agents are needed.
+		if err := s.checkAgentSupply(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount))); err != nil {
 			return nil, false, err
 		}
 	}
@@ -486,10 +491,7 @@ func (s *Service) input(id string, spec *clusters.Spec, releaseImage, openshiftV
 			policy = hyperv1.HighlyAvailable
 		}
 	}
-	replicas := s.cfg.DefaultWorkerCount
-	if spec.Workers.Count != nil {
-		replicas = *spec.Workers.Count
-	}
+	replicas := spec.Replicas(s.cfg.DefaultWorkerCount)
 	in := render.Input{
 		ID: id, Provider: s.cfg.Provider, Name: spec.Name, Namespace: s.hub.Namespace(), InfraID: infraID,
 		Platform: spec.Platform, SpecJSON: spec.JSON, ReleaseImage: releaseImage, OpenShiftVersion: openshiftVersion,
@@ -502,6 +504,9 @@ func (s *Service) input(id string, spec *clusters.Spec, releaseImage, openshiftV
 	if spec.Workers.CPU != nil {
 		cores := uint32(*spec.Workers.CPU)
 		in.WorkerCores = &cores
+	}
+	if a := spec.Autoscaling; a != nil {
+		in.Autoscaling = &hyperv1.NodePoolAutoScaling{Min: a.Min, Max: a.Max}
 	}
 	switch spec.Platform {
 	case render.KubeVirt:

@@ -252,7 +252,7 @@ func (r *Registrar) register(ctx context.Context, caps Capabilities) error {
 	meta.Set("supportedPlatforms", nonNil(caps.Platforms))
 	meta.Set("supportedProvisioningTypes", []string{"hypershift"})
 	meta.Set("kubernetesSupportedVersions", nonNil(caps.KubernetesVersions))
-	ops := []string{"CREATE", "DELETE", "READ"}
+	ops := []string{"CREATE", "DELETE", "READ", "UPDATE"} // UPDATE: PATCH /clusters/{id} (day-2)
 	display := r.o.DisplayName
 	body := provider.Provider{
 		Name: r.o.Name, ServiceType: "cluster", SchemaVersion: "v1alpha1", Endpoint: r.o.Endpoint,

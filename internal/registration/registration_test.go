@@ -79,7 +79,7 @@ func TestRegistersSnakeCaseWithCapabilities(t *testing.T) {
 
 	p, ok := spm.Get("acm-cluster-sp")
 	if !ok || p.ServiceType != "cluster" || p.SchemaVersion != "v1alpha1" || p.Endpoint != "http://127.0.0.1:8080/api/v1alpha1/clusters" ||
-		p.DisplayName != "ACM Cluster Service Provider (HyperShift)" || strings.Join(p.Operations, ",") != "CREATE,DELETE,READ" {
+		p.DisplayName != "ACM Cluster Service Provider (HyperShift)" || strings.Join(p.Operations, ",") != "CREATE,DELETE,READ,UPDATE" {
 		t.Fatalf("registered %+v", p)
 	}
 	if got := p.Metadata["kubernetesSupportedVersions"]; !equalList(got, "1.30", "1.31") ||

@@ -73,10 +73,13 @@ type Input struct {
 	ControlPlaneCPU              *int64             // resource request for kube-apiserver, cores
 	ControlPlaneMemory           *resource.Quantity // resource request for kube-apiserver
 
-	WorkerCount   int32              // NodePool replicas (never omitted)
+	WorkerCount   int32              // NodePool replicas (omitted only when Autoscaling is set)
 	WorkerCores   *uint32            // KubeVirt: VM cores
 	WorkerMemory  *resource.Quantity // KubeVirt: VM memory
 	WorkerStorage *resource.Quantity // KubeVirt: root volume
+	// Autoscaling makes the NodePool scale itself within [min, max] (spec.replicas is then omitted: the two are
+	// mutually exclusive in the CRD).
+	Autoscaling *hyperv1.NodePoolAutoScaling
 
 	BaseDomain string // empty → KubeVirt base-domain passthrough (required for BareMetal)
 
@@ -256,6 +259,9 @@ func nodePool(in Input) *hyperv1.NodePool {
 			Replicas:    ptr.To(in.WorkerCount),
 			Release:     hyperv1.Release{Image: in.ReleaseImage},
 		},
+	}
+	if in.Autoscaling != nil {
+		np.Spec.Replicas, np.Spec.AutoScaling = nil, in.Autoscaling.DeepCopy()
 	}
 	switch in.Platform {
 	case BareMetal:

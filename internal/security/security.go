@@ -184,7 +184,7 @@ func isUnavailable(err error) bool {
 
 // Action is what a request asks to do to clusters.
 type Action struct {
-	Verb        string // create, get, list, delete
+	Verb        string // create, get, list, patch, delete
 	Subresource string // "" or "kubeconfig"
 	Name        string // instance id, when the request names one
 }

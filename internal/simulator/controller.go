@@ -247,6 +247,28 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 			return err
 		}
 	}
+	for _, name := range p.UnbindAgents {
+		if err := s.setAgentBinding(ctx, hc, name, false); err != nil {
+			return err
+		}
+	}
+	if p.HCTransition != "" {
+		if err := annotate(ctx, s.Client, hc, AnnotationUpgrade, p.HCTransition); err != nil {
+			return err
+		}
+	}
+	for _, np := range nps {
+		if tr := p.NPTransitions[np.Name]; tr != "" {
+			if err := annotate(ctx, s.Client, np, AnnotationRollout, tr); err != nil {
+				return err
+			}
+		}
+		if t := p.NPTemplates[np.Name]; t != "" {
+			if err := annotate(ctx, s.Client, np, AnnotationTemplate, t); err != nil {
+				return err
+			}
+		}
+	}
 	if p.HCStatus != nil {
 		hc.Status = *p.HCStatus
 		if err := s.Client.Status().Update(ctx, hc); err != nil {
@@ -264,6 +286,36 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 	return s.playACM(ctx, hc, p.JoinACM)
 }
 
+// kubeVersionOf is the Kubernetes version an OpenShift release ships (4.y → 1.(y+13), as from 4.14 / 1.27 on),
+// with a fixed patch: what the klusterlet would report.
+func kubeVersionOf(ocp string) string {
+	y, ok := minorOf(ocp)
+	if !ok {
+		return "v1.30.7"
+	}
+	return fmt.Sprintf("v1.%d.7", y+13)
+}
+
+// annotate sets (or, for "-", removes) one annotation of the simulator's own bookkeeping, in place (obj gets the
+// new resourceVersion for the status update that follows).
+func annotate(ctx context.Context, c client.Client, obj client.Object, key, value string) error {
+	before := obj.DeepCopyObject().(client.Object)
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	if value == "-" {
+		if _, ok := a[key]; !ok {
+			return nil
+		}
+		delete(a, key)
+	} else {
+		a[key] = value
+	}
+	obj.SetAnnotations(a)
+	return c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
 // playACM does what ACM would for the SP's ManagedCluster: create the cluster namespace when it registers, and
 // report it joined, with the console URL claim, once the cluster is installed.
 func (s *Simulator) playACM(ctx context.Context, hc *hyperv1.HostedCluster, joined bool) error {
@@ -278,8 +330,22 @@ func (s *Simulator) playACM(ctx context.Context, hc *hyperv1.HostedCluster, join
 	if err := s.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	if !joined || apimeta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionJoined) {
+	if !joined {
 		return nil
+	}
+	kube := kubeVersionOf(completedVersion(&hc.Status))
+	if apimeta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionJoined) {
+		if mc.Status.Version.Kubernetes == kube {
+			return nil
+		}
+		// The klusterlet reports the new version once the control plane completed an upgrade.
+		mc.Status.Version.Kubernetes = kube
+		for i := range mc.Status.ClusterClaims {
+			if mc.Status.ClusterClaims[i].Name == "kubeversion.open-cluster-management.io" {
+				mc.Status.ClusterClaims[i].Value = kube
+			}
+		}
+		return s.Client.Status().Update(ctx, &mc)
 	}
 	now := metav1.NewTime(s.Now())
 	for _, c := range []metav1.Condition{
@@ -292,10 +358,10 @@ func (s *Simulator) playACM(ctx context.Context, hc *hyperv1.HostedCluster, join
 	domain := hc.Spec.DNS.BaseDomain
 	mc.Status.ClusterClaims = []clusterv1.ManagedClusterClaim{
 		{Name: "consoleurl.cluster.open-cluster-management.io", Value: fmt.Sprintf("https://console-openshift-console.apps.%s.%s", hc.Name, domain)},
-		{Name: "kubeversion.open-cluster-management.io", Value: "v1.30.7"},
+		{Name: "kubeversion.open-cluster-management.io", Value: kube},
 		{Name: "id.openshift.io", Value: string(hc.UID)},
 	}
-	mc.Status.Version = clusterv1.ManagedClusterVersion{Kubernetes: "v1.30.7"}
+	mc.Status.Version = clusterv1.ManagedClusterVersion{Kubernetes: kube}
 	return s.Client.Status().Update(ctx, &mc)
 }
 

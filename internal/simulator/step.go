@@ -26,6 +26,14 @@
 //	nodepool-invalid         NodePool ValidPlatformConfig=False (InvalidKubevirtMachineTemplate); no worker ever joins
 //	never-complete           control plane and workers come up but the rollout stays Partial (no *.apps DNS)
 //	stuck-deletion           on delete the operator's finalizer is never removed
+//	upgrade-blocked          a y-stream upgrade is Blocked by ClusterVersionUpgradeable=False (AdminAckRequired)
+//	                         unless hypershift.openshift.io/force-upgrade-to names the image
+//	upgrade-stuck            a control-plane upgrade stays Partial ("Unable to apply …")
+//	np-upgrade-stuck         NodePool rollouts never replace a node
+//	inplace-failed           an InPlace (Agent) NodePool upgrade ends with UpdatingVersion=False InplaceUpgradeFailed
+//	scale-no-capacity        a scale-up never gets its machines (MachineCreationFailed)
+//
+// Day-2 (upgrades, rollouts, scaling of an installed cluster) is stepped per transition: see day2.go.
 package simulator
 
 import (
@@ -106,9 +114,14 @@ type Plan struct {
 	NPRelease     []string                          // NodePools deleted on their own: drained, the finalizer goes
 	Kubeconfig    bool                              // ensure <name>-admin-kubeconfig and <name>-kubeadmin-password
 	BindAgents    []string                          // Agent names to bind to this cluster
-	JoinACM       bool                              // mark the ManagedCluster joined with its claims
-	Delete        *DeletePlan                       // non-nil while the HC is being deleted
-	RequeueAfter  time.Duration                     // zero: nothing scheduled
+	UnbindAgents  []string                          // Agents a scale-down lets go
+	// Day-2 transition annotations to write: "" unchanged, "-" removed (docs/day2.md §4, day2.go).
+	HCTransition  string
+	NPTransitions map[string]string // by NodePool name
+	NPTemplates   map[string]string // by NodePool name: the template last rolled out
+	JoinACM       bool              // mark the ManagedCluster joined with its claims
+	Delete        *DeletePlan       // non-nil while the HC is being deleted
+	RequeueAfter  time.Duration     // zero: nothing scheduled
 }
 
 // DeletePlan is the deletion part of a Plan.
@@ -182,6 +195,9 @@ func Step(o Observed, tl Timeline) Plan {
 		desired[string(t)] = metav1.Condition{Type: string(t), Status: s, Reason: reason, Message: msg, LastTransitionTime: now, ObservedGeneration: hc.Generation}
 	}
 	version := releaseVersion(hc)
+	if hc.Status.Version != nil && hc.Status.Version.Desired.Version != "" {
+		version = hc.Status.Version.Desired.Version // the release the cluster runs (an upgrade moves it)
+	}
 	const notFound = "The hosted control plane is not found"
 
 	// t0
@@ -265,15 +281,14 @@ func Step(o Observed, tl Timeline) Plan {
 		var short bool
 		p.BindAgents, short = bindAgents(hc, o.NodePools, o.Agents)
 		agentsShort = short
+		p.UnbindAgents = surplusAgents(hc, o.NodePools, o.Agents)
 	}
+	p.NPTransitions, p.NPTemplates = map[string]string{}, map[string]string{}
 	for _, np := range o.NodePools {
 		if np.DeletionTimestamp != nil {
 			continue
 		}
-		want := int32(0)
-		if np.Spec.Replicas != nil {
-			want = *np.Spec.Replicas
-		}
+		want := wantedReplicas(np)
 		ready := int32(0)
 		cpUp := hcpStarted && reached(phaseAvailable) // workers stay joined through a later control-plane outage
 		if cpUp && mode != FailNodePoolInvalid && !agentsShort && reached(phaseWorkers) {
@@ -290,7 +305,17 @@ func Step(o Observed, tl Timeline) Plan {
 		if ready < want {
 			workersDone = false
 		}
-		p.NPStatus[np.Name] = nodePoolStatus(np, want, ready, available, mode, agentsShort, version, o.Now)
+		npst := nodePoolStatus(np, want, ready, available, mode, agentsShort, version, o.Now)
+		if np.Status.Version != "" { // installed: day-2 transitions from here on
+			tr, tmpl := npDay2(np, st, &npst, tl, o.Now, mode, agentsShort, schedule)
+			if tr != "" {
+				p.NPTransitions[np.Name] = tr
+			}
+			if tmpl != "" {
+				p.NPTemplates[np.Name] = tmpl
+			}
+		}
+		p.NPStatus[np.Name] = npst
 	}
 	if len(o.NodePools) == 0 {
 		workersDone = false
@@ -304,7 +329,7 @@ func Step(o Observed, tl Timeline) Plan {
 	}
 	switch {
 	case completed || everCompleted:
-		if st.Version.History[0].State != configv1.CompletedUpdate {
+		if !everCompleted && st.Version.History[0].State != configv1.CompletedUpdate {
 			st.Version.History[0].State = configv1.CompletedUpdate
 			st.Version.History[0].CompletionTime = &now
 			st.Version.History[0].Verified = true
@@ -321,6 +346,9 @@ func Step(o Observed, tl Timeline) Plan {
 		if workersDone && mode != FailNeverComplete {
 			schedule(at(phaseCompleted))
 		}
+	}
+	if everCompleted {
+		p.HCTransition = upgradeControlPlane(o, tl, st, set, schedule, mode)
 	}
 	for _, t := range order {
 		apimeta.SetStatusCondition(&st.Conditions, desired[t])
@@ -346,8 +374,8 @@ func Step(o Observed, tl Timeline) Plan {
 func bindAgents(hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool, agents []inventory.Agent) (bind []string, short bool) {
 	want := int32(0)
 	for _, np := range nps {
-		if np.DeletionTimestamp == nil && np.Spec.Replicas != nil {
-			want += *np.Spec.Replicas
+		if np.DeletionTimestamp == nil {
+			want += wantedReplicas(np)
 		}
 	}
 	sorted := append([]inventory.Agent(nil), agents...)
@@ -368,6 +396,40 @@ func bindAgents(hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool, agents []inv
 		}
 	}
 	return bind, have < want
+}
+
+// wantedReplicas is what the operator scales a NodePool to: spec.replicas, or with autoScaling the cluster
+// autoscaler's floor (an idle simulated cluster never needs more than min).
+func wantedReplicas(np *hyperv1.NodePool) int32 {
+	if np.Spec.Replicas != nil {
+		return *np.Spec.Replicas
+	}
+	if a := np.Spec.AutoScaling; a != nil {
+		return a.Min
+	}
+	return 0
+}
+
+// surplusAgents are the Agents bound to the cluster beyond its NodePools' replicas (a scale-down unbinds them,
+// highest name first).
+func surplusAgents(hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool, agents []inventory.Agent) []string {
+	want := 0
+	for _, np := range nps {
+		if np.DeletionTimestamp == nil {
+			want += int(wantedReplicas(np))
+		}
+	}
+	var bound []string
+	for _, a := range agents {
+		if a.ClusterDeploymentName == hc.Name {
+			bound = append(bound, a.Name)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(bound)))
+	if len(bound) <= want {
+		return nil
+	}
+	return bound[:len(bound)-want]
 }
 
 func nodePoolStatus(np *hyperv1.NodePool, want, ready int32, hcAvailable bool, mode string, agentsShort bool, version string, now time.Time) hyperv1.NodePoolStatus {

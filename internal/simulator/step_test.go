@@ -66,8 +66,36 @@ func (w *world) at(t time.Time) Plan {
 				}
 			}
 		}
+		for _, name := range p.UnbindAgents {
+			for i := range w.agents {
+				if w.agents[i].Name == name {
+					w.agents[i].ClusterDeploymentName = ""
+				}
+			}
+		}
+		setAnnotation(w.hc, AnnotationUpgrade, p.HCTransition)
+		for _, np := range w.nps {
+			setAnnotation(np, AnnotationRollout, p.NPTransitions[np.Name])
+			setAnnotation(np, AnnotationTemplate, p.NPTemplates[np.Name])
+		}
 	}
 	return p
+}
+
+func setAnnotation(o metav1.Object, key, value string) {
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	switch value {
+	case "":
+		return
+	case "-":
+		delete(a, key)
+	default:
+		a[key] = value
+	}
+	o.SetAnnotations(a)
 }
 
 func frac(f float64) time.Time { return t0.Add(time.Duration(f * float64(tl.ReadyAfter))) }

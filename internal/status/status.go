@@ -14,6 +14,8 @@ import (
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
 )
 
 // Status is one of the seven DCM statuses.
@@ -24,6 +26,7 @@ const (
 	Pending      Status = "PENDING"
 	Provisioning Status = "PROVISIONING"
 	Ready        Status = "READY"
+	Updating     Status = "UPDATING"
 	Failed       Status = "FAILED"
 	Unavailable  Status = "UNAVAILABLE"
 	Deleting     Status = "DELETING"
@@ -31,7 +34,7 @@ const (
 )
 
 // All lists the statuses in precedence order (DELETED first, PENDING last).
-var All = []Status{Deleted, Deleting, Failed, Ready, Provisioning, Unavailable, Pending}
+var All = []Status{Deleted, Deleting, Failed, Updating, Ready, Provisioning, Unavailable, Pending}
 
 // Settings are the timing rules of docs/status-mapping.md
 type Settings struct {
@@ -39,6 +42,9 @@ type Settings struct {
 	ProvisioningTimeoutKubeVirt  time.Duration // not READY once after this is FAILED (default 45m)
 	ProvisioningTimeoutBareMetal time.Duration // same for Agent clusters (default 120m)
 	DeletionWarnAfter            time.Duration // DELETING longer than this says so in the message (default 15m)
+	// UpdateUnavailableGrace: during an operation, Available=False for longer than this is UNAVAILABLE (default 5m;
+	// a SingleReplica kube-apiserver may blink while it rolls).
+	UpdateUnavailableGrace time.Duration
 }
 
 // DefaultSettings are the product defaults (docs/architecture.md).
@@ -48,6 +54,7 @@ func DefaultSettings() Settings {
 		ProvisioningTimeoutKubeVirt:  45 * time.Minute,
 		ProvisioningTimeoutBareMetal: 120 * time.Minute,
 		DeletionWarnAfter:            15 * time.Minute,
+		UpdateUnavailableGrace:       5 * time.Minute,
 	}
 }
 
@@ -129,6 +136,9 @@ func (e *evaluation) decide() Result {
 	if msg, failed := e.hardFailure(); failed {
 		return Result{Status: Failed, Message: msg}
 	}
+	if r, ok := e.operation(); ok {
+		return r
+	}
 	if d, ok := e.conds.get(string(hyperv1.HostedClusterDegraded)); ok && d.Status == metav1.ConditionTrue {
 		since := e.notFuture(d.LastTransitionTime.Time)
 		if e.now.Sub(since) > e.s.DegradedGracePeriod {
@@ -156,6 +166,38 @@ func (e *evaluation) decide() Result {
 		return Result{Status: Provisioning, Message: e.annotate(e.progressMessage())}
 	}
 	return Result{Status: Pending, Message: e.annotate(e.pendingMessage())}
+}
+
+// operation reports a day-2 operation (docs/day2.md §3.4): FAILED once it failed (until another operation
+// starts), UPDATING while it runs — with operation.Next's progress message and its deadline — and UNAVAILABLE only
+// when the control plane stays unavailable longer than the grace period. The operation's deadline replaces the
+// degraded grace period meanwhile.
+func (e *evaluation) operation() (Result, bool) {
+	rec := operation.Decode(e.hc)
+	switch {
+	case rec == nil || rec.Phase == operation.PhaseDone:
+		return Result{}, false
+	case rec.Phase == operation.PhaseFailed:
+		return Result{Status: Failed, Message: orDefault(rec.Message, "the "+string(rec.Kind)+" failed")}, true
+	}
+	// The status does not know the desired NodePool spec: a rollout is reported until the reconciler records done.
+	v := operation.Next(rec, e.hc, e.nodePools, func(*hyperv1.NodePool) bool { return false }, e.now)
+	if v.Phase == operation.PhaseFailed {
+		return Result{Status: Failed, Message: v.Message}, true
+	}
+	e.recheckAt(v.RecheckAt)
+	if c, ok := e.conds.get(string(hyperv1.HostedClusterAvailable)); ok && c.Status != metav1.ConditionTrue {
+		grace := e.s.UpdateUnavailableGrace
+		if grace == 0 {
+			grace = DefaultSettings().UpdateUnavailableGrace
+		}
+		since := e.notFuture(c.LastTransitionTime.Time)
+		if e.now.Sub(since) > grace {
+			return Result{Status: Unavailable, Message: "Control plane unavailable during " + rec.Describe() + ": " + orDefault(c.Message, "Available is not True")}, true
+		}
+		e.recheckAt(since.Add(grace))
+	}
+	return Result{Status: Updating, Message: e.annotate(orDefault(v.Message, "Accepted"))}, true
 }
 
 func (e *evaluation) deleting(since time.Time) Result {
@@ -213,16 +255,20 @@ func conditionMessage(condType, reason, message string) string {
 	return condType + ": " + message
 }
 
-func (e *evaluation) everCompleted() bool {
-	if e.hc.Status.Version == nil {
-		return false
+func (e *evaluation) everCompleted() bool { return CompletedVersion(e.hc) != "" }
+
+// CompletedVersion is the version of the newest Completed rollout in the HostedCluster's history ("" when none
+// completed yet): the version the cluster runs, as HyperShift's own getHostedClusterVersion reads it.
+func CompletedVersion(hc *hyperv1.HostedCluster) string {
+	if hc.Status.Version == nil {
+		return ""
 	}
-	for _, h := range e.hc.Status.Version.History {
+	for _, h := range hc.Status.Version.History {
 		if h.State == configv1.CompletedUpdate {
-			return true
+			return orDefault(h.Version, "(unknown)")
 		}
 	}
-	return false
+	return ""
 }
 
 func (e *evaluation) rolloutCompleted() bool {
@@ -258,19 +304,31 @@ func (e *evaluation) nodePoolsReady() bool {
 	return true
 }
 
+// nodePoolReady: Ready=True with the wanted replicas — at least spec.replicas (a Replace rollout surges one above
+// it), or within [min, max] under autoscaling (spec.replicas is nil then).
 func nodePoolReady(np *hyperv1.NodePool) bool {
 	if np.DeletionTimestamp != nil {
 		return false
 	}
 	c := npCondition(np, hyperv1.NodePoolReadyConditionType)
-	return c != nil && c.Status == corev1.ConditionTrue && np.Status.Replicas == desiredReplicas(np)
+	if c == nil || c.Status != corev1.ConditionTrue {
+		return false
+	}
+	if a := np.Spec.AutoScaling; np.Spec.Replicas == nil && a != nil {
+		return np.Status.Replicas >= a.Min && np.Status.Replicas <= a.Max
+	}
+	return np.Status.Replicas >= desiredReplicas(np)
 }
 
+// desiredReplicas is spec.replicas, or under autoscaling the current count within [min, max].
 func desiredReplicas(np *hyperv1.NodePool) int32 {
-	if np.Spec.Replicas == nil {
-		return 0
+	if np.Spec.Replicas != nil {
+		return *np.Spec.Replicas
 	}
-	return *np.Spec.Replicas
+	if a := np.Spec.AutoScaling; a != nil {
+		return min(max(np.Status.Replicas, a.Min), a.Max)
+	}
+	return 0
 }
 
 func npCondition(np *hyperv1.NodePool, condType string) *hyperv1.NodePoolCondition {

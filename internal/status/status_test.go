@@ -237,7 +237,7 @@ func TestFutureTimestampsCountAsNow(t *testing.T) {
 }
 
 func TestStatusStrings(t *testing.T) {
-	want := []string{"DELETED", "DELETING", "FAILED", "READY", "PROVISIONING", "UNAVAILABLE", "PENDING"}
+	want := []string{"DELETED", "DELETING", "FAILED", "UPDATING", "READY", "PROVISIONING", "UNAVAILABLE", "PENDING"}
 	for i, s := range All {
 		if string(s) != want[i] {
 			t.Errorf("status %d = %q, want %q", i, s, want[i])

@@ -390,3 +390,28 @@ func dedupe(in []string) []string {
 	}
 	return out
 }
+
+// ParseVersion reads an OpenShift release version as HyperShift reports it ("4.17.12", "4.18.0-rc.1").
+func ParseVersion(v string) (Release, bool) { return parse(tagRE, strings.TrimSpace(v)) }
+
+// UpgradeTargets lists the releases a cluster at from may upgrade to (docs/day2.md §3.2): a catalog release newer
+// than from, at most one minor ahead, ascending ("4.17.29", "4.18.22").
+func (c Catalog) UpgradeTargets(from Release) []string {
+	var out []Release
+	for minor, list := range c.candidates {
+		if minor.Major != from.Major || minor.Minor < from.Minor || minor.Minor > from.Minor+1 {
+			continue
+		}
+		for _, cand := range list {
+			if from.Less(cand.Release) {
+				out = append(out, cand.Release)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	names := make([]string, 0, len(out))
+	for _, r := range out {
+		names = append(names, r.Version())
+	}
+	return dedupe(names)
+}

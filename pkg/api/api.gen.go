@@ -84,6 +84,7 @@ const (
 	PROVISIONING ClusterStatus = "PROVISIONING"
 	READY        ClusterStatus = "READY"
 	UNAVAILABLE  ClusterStatus = "UNAVAILABLE"
+	UPDATING     ClusterStatus = "UPDATING"
 )
 
 // Valid indicates whether the value is a known member of the ClusterStatus enum.
@@ -100,6 +101,8 @@ func (e ClusterStatus) Valid() bool {
 	case READY:
 		return true
 	case UNAVAILABLE:
+		return true
+	case UPDATING:
 		return true
 	default:
 		return false
@@ -178,11 +181,62 @@ func (e HealthCheckStatus) Valid() bool {
 	}
 }
 
+// Defines values for OperationKind.
+const (
+	Resize  OperationKind = "resize"
+	Scale   OperationKind = "scale"
+	Upgrade OperationKind = "upgrade"
+)
+
+// Valid indicates whether the value is a known member of the OperationKind enum.
+func (e OperationKind) Valid() bool {
+	switch e {
+	case Resize:
+		return true
+	case Scale:
+		return true
+	case Upgrade:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OperationPhase.
+const (
+	ControlPlane OperationPhase = "control-plane"
+	Done         OperationPhase = "done"
+	Failed       OperationPhase = "failed"
+	NodePools    OperationPhase = "node-pools"
+	Workers      OperationPhase = "workers"
+)
+
+// Valid indicates whether the value is a known member of the OperationPhase enum.
+func (e OperationPhase) Valid() bool {
+	switch e {
+	case ControlPlane:
+		return true
+	case Done:
+		return true
+	case Failed:
+		return true
+	case NodePools:
+		return true
+	case Workers:
+		return true
+	default:
+		return false
+	}
+}
+
 // ACMHints defines model for ACMHints.
 type ACMHints struct {
 	// AgentLabels BareMetal; labels an Agent must carry.
 	AgentLabels *map[string]string `json:"agent_labels,omitempty"`
-	BaseDomain  *string            `json:"base_domain,omitempty"`
+
+	// Autoscaling The NodePool scales itself between min and max workers (the cluster autoscaler); exclusive with nodes.workers.count. BareMetal reserves max Agents. Mutable with updateCluster (a scale operation).
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+	BaseDomain  *string      `json:"base_domain,omitempty"`
 
 	// InfraEnv BareMetal; InfraEnv for Agent discovery.
 	InfraEnv *string `json:"infra_env,omitempty"`
@@ -195,17 +249,26 @@ type ACMHints struct {
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
+// Autoscaling The NodePool scales itself between min and max workers (the cluster autoscaler); exclusive with nodes.workers.count. BareMetal reserves max Agents. Mutable with updateCluster (a scale operation).
+type Autoscaling struct {
+	Max int `json:"max"`
+	Min int `json:"min"`
+}
+
 // Cluster defines model for Cluster.
 type Cluster struct {
-	// ApiEndpoint Set when READY or UNAVAILABLE.
+	// ApiEndpoint Set when READY, UPDATING or UNAVAILABLE.
 	ApiEndpoint string `json:"api_endpoint"`
 
-	// ConsoleUrl Set when READY or UNAVAILABLE.
+	// ConsoleUrl Set when READY, UPDATING or UNAVAILABLE.
 	ConsoleUrl string    `json:"console_url"`
 	CreateTime time.Time `json:"create_time"`
-	Id         string    `json:"id"`
 
-	// Kubeconfig Base64 (standard encoding) admin kubeconfig. Empty unless the cluster is READY. Absent when it is withheld from this caller, and then `kubeconfig_omitted` says why. Responses that carry one have the header `Cache-Control` set to `no-store`.
+	// CurrentOperation Output only. The latest day-2 operation (absent when none was ever started); `phase` done or failed once it ended.
+	CurrentOperation *Operation `json:"current_operation,omitempty"`
+	Id               string     `json:"id"`
+
+	// Kubeconfig Base64 (standard encoding) admin kubeconfig. Empty unless the cluster is READY or UPDATING. Absent when it is withheld from this caller, and then `kubeconfig_omitted` says why. Responses that carry one have the header `Cache-Control` set to `no-store`.
 	Kubeconfig *string `json:"kubeconfig,omitempty"`
 
 	// KubeconfigOmitted Present when the cluster has an admin kubeconfig that this response does not carry. `forbidden` — the caller may not `get` `clusters/kubeconfig` for this id; `list` — LIST never carries kubeconfigs (GET the cluster); `authorization_unavailable` — the permission could not be checked just now.
@@ -220,10 +283,12 @@ type Cluster struct {
 	ProvisioningType ClusterProvisioningType `json:"provisioning_type"`
 
 	// Spec A ClusterSpec as the service stored it at create (canonical snake_case keys, the effective platform filled in, unknown keys kept, pull_secret removed). POST, GET and LIST return it unchanged.
-	Spec          StoredClusterSpec `json:"spec"`
-	Status        ClusterStatus     `json:"status"`
-	StatusMessage string            `json:"status_message"`
-	UpdateTime    time.Time         `json:"update_time"`
+	Spec StoredClusterSpec `json:"spec"`
+
+	// Status UPDATING while a day-2 operation runs (a setting reports it as DCM's PROGRESSING in status events).
+	Status        ClusterStatus `json:"status"`
+	StatusMessage string        `json:"status_message"`
+	UpdateTime    time.Time     `json:"update_time"`
 
 	// Version The requested version.
 	Version string `json:"version"`
@@ -238,7 +303,7 @@ type ClusterPlatform string
 // ClusterProvisioningType defines model for Cluster.ProvisioningType.
 type ClusterProvisioningType string
 
-// ClusterStatus defines model for Cluster.Status.
+// ClusterStatus UPDATING while a day-2 operation runs (a setting reports it as DCM's PROGRESSING in status events).
 type ClusterStatus string
 
 // ClusterCreateRequest The create body. DCM sends `{"spec": ClusterSpec}`; a flat ClusterSpec (with the design's camelCase keys
@@ -278,6 +343,11 @@ type ClusterSpec struct {
 
 // ClusterSpecServiceType Must be `cluster`; defaulted when absent.
 type ClusterSpecServiceType string
+
+// ClusterUpdateRequest The update body, an RFC 7396 merge patch of `{"spec": ClusterSpec}`, e.g.
+// `{"spec": {"nodes": {"workers": {"count": 5}}}}` or `{"spec": {"version": "4.18"}}`. Only `spec` may be
+// given.
+type ClusterUpdateRequest = json.RawMessage
 
 // ControlPlaneNodes HyperShift runs the control plane as pods on the hub. count selects the availability policy (1 SingleReplica, 3 or 5 HighlyAvailable); cpu and memory become resource requests of kube-apiserver; storage is ignored.
 type ControlPlaneNodes struct {
@@ -351,6 +421,27 @@ type Nodes struct {
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
+// Operation Output only. The latest day-2 operation (absent when none was ever started); `phase` done or failed once it ended.
+type Operation struct {
+	EndTime *time.Time `json:"end_time,omitempty"`
+
+	// From The value before (a version, a worker count, or a worker size).
+	From      string         `json:"from"`
+	Kind      OperationKind  `json:"kind"`
+	Message   string         `json:"message"`
+	Phase     OperationPhase `json:"phase"`
+	StartTime time.Time      `json:"start_time"`
+
+	// To The target.
+	To string `json:"to"`
+}
+
+// OperationKind defines model for Operation.Kind.
+type OperationKind string
+
+// OperationPhase defines model for Operation.Phase.
+type OperationPhase string
+
 // Problem RFC 7807 problem details.
 type Problem struct {
 	Detail *string `json:"detail,omitempty"`
@@ -409,6 +500,9 @@ type Internal = Problem
 // NotFound RFC 7807 problem details.
 type NotFound = Problem
 
+// PreconditionFailed RFC 7807 problem details.
+type PreconditionFailed = Problem
+
 // Timeout RFC 7807 problem details.
 type Timeout = Problem
 
@@ -426,6 +520,9 @@ type Unprocessable = Problem
 
 // UnsupportedMediaType RFC 7807 problem details.
 type UnsupportedMediaType = Problem
+
+// UpdateConflict RFC 7807 problem details.
+type UpdateConflict = Problem
 
 // ListClustersParams defines parameters for ListClusters.
 type ListClustersParams struct {
@@ -451,8 +548,20 @@ type DeleteClusterParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// UpdateClusterParams defines parameters for UpdateCluster.
+type UpdateClusterParams struct {
+	// IfMatch The ETag of a previous GET or PATCH; 412 when the cluster's spec changed since.
+	IfMatch *string `json:"If-Match,omitempty"`
+
+	// IdempotencyKey Accepted and ignored (a replay of the same patch is a no-op).
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
 type CreateClusterJSONRequestBody = ClusterCreateRequest
+
+// UpdateClusterApplicationMergePatchPlusJSONRequestBody defines body for UpdateCluster for application/merge-patch+json ContentType.
+type UpdateClusterApplicationMergePatchPlusJSONRequestBody = ClusterUpdateRequest
 
 // Getter for additional properties for ACMHints. Returns the specified
 // element and whether it was found
@@ -485,6 +594,14 @@ func (a *ACMHints) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("error reading 'agent_labels': %w", err)
 		}
 		delete(object, "agent_labels")
+	}
+
+	if raw, found := object["autoscaling"]; found {
+		err = json.Unmarshal(raw, &a.Autoscaling)
+		if err != nil {
+			return fmt.Errorf("error reading 'autoscaling': %w", err)
+		}
+		delete(object, "autoscaling")
 	}
 
 	if raw, found := object["base_domain"]; found {
@@ -542,6 +659,13 @@ func (a ACMHints) MarshalJSON() ([]byte, error) {
 		object["agent_labels"], err = json.Marshal(a.AgentLabels)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'agent_labels': %w", err)
+		}
+	}
+
+	if a.Autoscaling != nil {
+		object["autoscaling"], err = json.Marshal(a.Autoscaling)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'autoscaling': %w", err)
 		}
 	}
 
@@ -1167,87 +1291,109 @@ func (a WorkerNodes) MarshalJSON() ([]byte, error) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+xc624bOZZ+lYPaAVraLslybr1tYzGQL0mMiROv7aSxiL0uqupIYptFVpMsOerAwDzE",
-	"PsM+2DzJ4pCsi6yyZTd60jOL/RWLxevhuXznwnyNUpUXSqK0Jtr5GhVMsxwtavdrX5TGoj7KTpidUwOX",
-	"0U5U0I84kizHaCdKqz5RHGn8peQas2jH6hLjyKRzzBkNzNmXdyhnNMur5zFNYVHTZP/1mQ1+HQ1+vOyF",
-	"PwaXX0fxq+3bqr3/5z9FcWSXBS1mrOZyFt3exs3e/qNEvaQ1MjSp5oXliiY+nyMc7B8Dl8YymSLwDKwC",
-	"lqnCAjNg5whh78CzXWDw8ePRAXADM5SomcUMbuYogU0MSgtKA+aFXQ6j2JPhF7duTQdOBHjMgXubT9x9",
-	"5lsisCmUNOhuZ49lp/hLicbSr1RJi9L9yYpC8JQRIbYKrSYC8+9/NkSVr60d/knjNNqJ/mWr4YAt/9Vs",
-	"nfhRftFVuh7JBRM8Ay6L0u5CkqFlXCRAZPBUnXIUGTCZuV+6FDiM6MKUnAqeftPNEhPwjO6OtkeXa9k1",
-	"SpgsgUHGp1PUdLeBD2LquMIXBibI5QwyFGgxc+d4rfSEZxnKb32QlAnhN8VKO0dpaTXMYFJat+t5OfnO",
-	"wOneeB8yhQakssCEUDfuqyqIqbmSnXdWGjo+/bVAPakvzzI9Q+uO/RaZ8ErgnjM/7axhuo6j+i+gpm4H",
-	"BvWCpwiFVgueoXZ7OZIkTEx8yxv4KPFLgSkRHLVWehc8FQ0wjaCkWAKX7S1/Z0ComXEbfq/sa1XK7Ftu",
-	"+L0CU6bzmpmVBq1K64XxnOeoym8ui/NyAhnPPGtKc4MabridB8Jpr80gQ5YJLhF6qZJTPis941bfw95j",
-	"yHDKSmHh2QhM3x9LqXfEst/6XNXOJypbAn5JETMD23DM99y2PsoVif3GXJBqzGhtJozTcK3fld5oKYw0",
-	"xcIOgU7lTiNxgRownSuvKnIygHNkWcAIP/3002DcOt26JR6LG7Y0kOwh06iT4YqdXDNynlwLxgWbiG9+",
-	"kZW64Z4aGlm2hF7K0nmgj1nKFLPYEa2UGlk6p33GbZ1MvKq0a1Ga/+obUlUKz/gThHSO6TVm/V3QaPUS",
-	"2JQklC4jOaWGwZgaEjCYKpkZD0RmfIEy8FOhVYrGfGsS/YRCDKZK58Hs0HGcZjZcSdoMzFEj9ArBLHWL",
-	"yZzQtxjGM1okhiM51exQLvrhJKYsCqUtZseYcXbu2OEPFN5w8XcN29BhzjAhrTfeP37LA2hmWcapJxMn",
-	"msys5QTQPAQuWi1fI0ZEuBJsguKBkWtScXfXe0zjMVomdsHPBUx6AkNeGgsp09oB1TCPmvyMqaV5Jszg",
-	"VaZyxmXnOpxu5wrlYl2MW4tWdwhTpcO6GTepWuDKss20FT+sz3pdTnDBtcPXE6Yx9ytUqn2qVe7k4uzk",
-	"OwMr5qB7oYoZuZxd2cBMqyt+IFOdzJcFajPnU5sMO/2LNdIFh8N5SauXWvArlFmhuGfY1eXO0HrxPT0c",
-	"H/wnHfPj+/Gn8dG78d67w84zpEoaJfCq1OJ3mU4js3hlee6IQdfAbLQTZcziwLV2DOJZJ3vQbflL6OIP",
-	"g69eQI/crYzpDFCmKuNy1geW5VxCM3gIh+RKQSkFGnMXcruTDWHs/S53WG7pA0GFOfkWgSu4CZg4rgCr",
-	"hKRZ5Url3FrMEjBkf27myyGcVg4U2DkLggJKIszZAr01dKYNkn3S+YN9Ja1WgjSxJfcxkWpgrNKYdNJ6",
-	"ffF1Op1obA7WPvqcOTm+Syy/U3fayv1rzLWXdEimlVOSwN/++t9+Wu8u5GzpeiYztAkkYTGz1SyQODF2",
-	"C5AjnAhurJ/m3dHZeQAAtBBH09qXgd6bw/P2Cfq7kKwYvauyseTNxgrUOTfmPqMIP5MKk+qGKIyyzKOd",
-	"z1F9viiOaH9RHN27UnTZcTPO1SlYip18LVXmZfkhM/JeZbivSlL6t3GkCpROf1wFE9cdgtBolFhgBh8K",
-	"lGfUHzQKZAa79VcItOAXlheiFV8xW1waOxiNRtubFGxFs0q1RqT2g2btpE2n0qxmaRRl51hTYLqJcGck",
-	"MFnQn2c0gAZaZkvTXunk8P3B0fs3URydnH74dHR29OG9/+kUQhRHr8dH7w4Pojhqqbwojg4O3x2eU8/O",
-	"/bllrnICS7Puyy+L7OkKcsOlO0SBWQV/uk1MEy777MNHIbLmaFpTaO0Mrdvuurtmb11MGq+aq1VrUwlC",
-	"W1xWDcgqtS7vmsk4+jJgWAyI60vthS2Evgydsmbmr+GvK57d0jSFKDX583UPOjaXs1Iw3bQ2VGRpPgiN",
-	"A1MMszQfcrVVdWvFB/fd5ltxsofAWkfMxQ130HDowokGCY8nXy/cLV1EO9Di69tkFxhMBbPtVuiR4XKq",
-	"L0PDZ5KQDMtR7DODcI1LcyGZMCr4Xpj1wen6VM0kN4S0l26wC0SmCGoKDKwqBgIXKCChjSTgb2AIn5jg",
-	"mXc5uIGMbJsffyGDcxPDzZyn81b0R02nKMlU+9jd8EJGd5HrY+R8RcJvu3hjpgah0YHqU3ZzHJi6ubF3",
-	"3F/U6voSv9irgs3wyqpr7JC78WqYFpQ3roIZCzSuU91qNKXwIJ5bzM0jTxg1h2Nas+WaNFfzXt6PIwlK",
-	"Z8yypzkQv8F1WNuAD1jfpd/B+zPvTOxCLfwgXAgbvodt+N6HUENL7m20DcEOePWc6PuYKP8g/PWvmwL8",
-	"bXq6LT9AzLPAnY8X7oP9YxLDAL2CZDjmBONkdrHNRDFn2/0hfJTXUt1IJ6ou2neNhXWQ04VFsuGatOSt",
-	"y30EP9W88BQoYmrTnaG+mlfO6AZH2PX2nitZR3/uezylY7rkCdagMan9stXcSBuoVSr48ik28y/lBLVE",
-	"iwZ6yfbw+SiJwf07fJH0SaQb8NRLXgy3f6Dv9O/wedJv29gGNtHojWxVX1Ozt04m807AiWAS31fX83hW",
-	"e0sIKkC/UgZ3x08JBc0JzEChMlPprHk5GRI0lhYMCkytHxMALhfcLqFQgqdL6G3DGZczgafoAhYxPCd6",
-	"vYS3fDYXy3GFifu7kBal49kcc6WXQDA+9/iULHWFWQyZF0KOA1ZwYg/Uu0AeD5u5qBifSQJz6yzv9tuC",
-	"c9vx8/hlQ00uLc685kyL0skIlzynrs+6OvldbkSW/Ff0KM9t8HHdu3Tia7J7n7gSzAYOXT2ds4urwJzU",
-	"xNBJ6/BG6WvUZuhp0MH598PPOxzp12kGdLFjk4m5cwPkPz3elvlp9mnQuj3rwudzN2BJGFBWf3eJeVlU",
-	"UPpu6MIHMw0nFOM8QR/FBGOZtp6pavTNpX31IupijZYaeZiYNYBuwG/YW1wR68kI1h98BbL6pgqxCrS0",
-	"t5AAbyDsvEp4VRfoKb8eTZrhVQj7rpPwrboBJXxuLuRPuIGePwxplyoHNWHp9UyrUmb9R1KVS9/JqbQO",
-	"t0aX2ApZ0IJNFCLDlGf+StUCNRMCPO1boGuilEAmH5aGBpzc48g9nR+7kETLt3pI0GqHf/2WXGJgxVvk",
-	"0j5/1klZq6yn6Ma+ayiSFqkmeHCHpkMdeBNz5UzMo2MbNGtQZ08Yc2fjq0s3E953hCdG0Z90snXj/fgT",
-	"/uS6hVFdZqPKLKyJy+nrffjh30Y/QMhYVMnidbvpP3SyvMszd2iB10rDi9HIxIAsna95b1H8OANwx+Z1",
-	"2ICqdmaDQD5GBrgV+IB70jasR+8/jd8dHVyNT998PD58f74RxoWwh1/jsvuaWrj3aRmbNN9ExzoV1Mki",
-	"DnOsQ+u9GN7sEVQ734PehEuml1BKbk0Mx3xv6w3f2zrne32XsGXQAsi/lExaQoAuuc8MbL96w1ex7/Nn",
-	"b/a6UMh6HO5JOHa8EtQIJVRVwtQFxTPgFpitoia9lEklecoEGMmu8SqtAh6+1ASnU0wtXyBUAS2YciFo",
-	"GhlD2fa6yOOKoSiFIOOo0YLGXC0w6w/h5MPZeQxvDs8dvHUxa4221C5tUMp0zuTs/5KT9kRXa1Nqa2Nc",
-	"pq0FnxxAo2EnSomh4+FPXFsw/NcQd/JqGD4dm12o04tgiXsCd7muzEBwFkwr4+hdo+D43eOL1D7G9mMc",
-	"ke0/3BFxt52WmtvlGXX1x5m4wonze+JebeXge4ILkVUVVPNyAj0czobA4Myz0jj13qXvV+dY3QohVArj",
-	"k6N+DAsfTSR/v4ph+jKz0HfB8aYu6HAwz+2g0T5zawtHa8FR2n26o+l9dSJw/u4MfEdIm55g+Ew2YdAq",
-	"CYxZ1Xd/DL0w//g1d85uVdPmSv5oUDOdyyPnuZI+oFWVuhFaLgxw8oD1jMmQWDIrp8tLWzIxsMLcPeFt",
-	"gNAVPmG+0DEUh66GqyFnXFrGpY9zuzyvm8bsbG3NuCX/P1X5VpbmA1NsrQ5erwY4qVIAphUnqeLoTmAO",
-	"9o/BzrUqZ3NoRSN6b5WxtUGA72th7YOSrqRg/5iuOw6BiQtZyzBRrZHYnpPIfq3GjYuVf2cqfoNKp8Ex",
-	"k2zm0olCmGAnqvVpTl9oGVouJDUVirp6gL/rLtX4S1NKGHCBcwLKzYkdp87QtucV3FS/zfBCXsjDBeql",
-	"r+RzFZUSasiW3FdxkkCm0jJHad0UZ0FSd4gzq4IFdPPWxZYuPlrYKrMs7Byq3IuBgGEMsFXB7VWZ0Erm",
-	"LuSa0PU9MFiXFp8LD0WiSvNfG8lpFYj2zkqncsYpOeD1lPJC1gGhOlWckCYZnxx5EWnah51JmKRVtTcR",
-	"2G8UR7sSm5nWSiQku+4SCcSy6ia/M+u5cHfd0pXX+YR2CJmZcrK+8XaOe3ghx5BhIdQyd3UybBmKYwmj",
-	"LHNVVsUEBnpOcyRmaSzmO/X3JG7TVPBrUh5LJRFQGOz7rIngKUqDLdkfF66S4Nlw1ALCEYlWxaBrUjI+",
-	"OWpFLXaiKhZd5Z1ZwQnmDUfD5yFr6OzEFiv4VtV3q86k7XyNZthRmXLCZs4Oe71ATns1JAYlMjICU66N",
-	"hV4rAxj7MgtOwIvse8FmGNiWG1AF+6V0OvVCEm5DO5gwg9lOI51+LleTHaqqYYL2BlG6uQxI5HaOGrLS",
-	"SyGCVBrMNS9A0QfjCV2L2FEW7UTvWvLtSNI8Y/i8hr3ZF7L3EJI0UKB2SzdVRy9HzvKVJJoTtUDYHo1c",
-	"4N+GzRPsHo3uewqQsy8+VUXwZaXaMSwQ7bwcxetu00NA5DbuSjTfyYpVJr/QuODE0VXiq2uXrWTaQwWZ",
-	"l3deHTwbjX63IvB2xq+jOO+DDPylpjX/uKrBF34PXVPXe91qPY9wQ7Y3D7lbp+vGPd88rnkScBtHLx+z",
-	"ubqC3Q14/qit1fUtbsyLzWOqIm8HK8s8Z4RjnahAK81u2WwlNx9dksuiTIfGGLsEtUdUhCmcy3ZvLpzU",
-	"QOzwB+2OWR5SF3ey4bVRjUPu/EK2/UzXezVdDr0k+ETnywKTGJKi7TNRg4/Lp63YT9PqvY4khr/99X9I",
-	"a4dHIvXjEIeHkz/z7N8T6Hkc0zJdzvDWT4SGcIqFYEsyXM4OuWcmLbTsGhx5pHdKPfXwCzeWBlUZSDfg",
-	"2Wi0u/IwxaUiS5m54mBmgWf1GxU3cVL5sEMS6sR3JdjkNKXrTkgAXox+9BMIZAu8ZwultKpM55h1Kdj9",
-	"NlRb17BdjNh02brzWGtdmY1D6YMHLz7HBD2eYV4oizJ1hbmTpYMOMnN06deKzZfsNZrtqBk2+AsuN6s3",
-	"pyX2lI/o/p6abbX65HY1cEUu8+3fX7ve+5yogsfCV7k7fmhAp6sGrIndugsL2rG8L+B+5vXq33vDnpDZ",
-	"bsgrQKgV+8e3Bi9GP24eUT+NowHbj1iifufiBrx8zFk66uxp8LNnjxncfm7wT2DiPLc0nkS3lbuN70HM",
-	"W/M6w9oJnM983MCl35ghV/Nt8E69tdA448bqZXBdk6+Vy3cbZnbFw6v69U3tr5qQ3+3WDA+T422TZKzi",
-	"SNHO58s2bc7uPKir3NKeA47Mzp1ldzuPYW3n/RYpq1ToA4T8Wr8OvvVkJMDfUXvk2r1Z8hGCrO28U/Nq",
-	"qKLXvGhUOoSC/fAqhGH6ZJq9wWUWlExx90K2y601kjwYqMpHyf5x4QNAzjf2tT4zJSunh/m+hweVFsIF",
-	"qUNuoCgnghtvOt1hVhzZYLtNrWpXHpVChQuejV4AmzEuu+zvQTswssnD6bKmv5+1XGHKF/fcJleySutD",
-	"TzVWhkvivJlGE57s/YNr70fooPpx5z+BZvRstEkzxvfoPdQLzJp4cfPQ1T+QG7ZfXyTE8Aatfxq79tih",
-	"euexC0m7IDnxsYOkVZWctJ+AdL566RCXRp1GfzjC+n82/+Zs/gbtZh7/jS6M+78wbi/XjN4G0BBewToX",
-	"L/H2IzxMCrUrxNV1IUsMiS/qcX3c26UuHv9DoMJ9EOA3oqbOg50qZf9AHFTX6RMg6sY8q1PfSdJ9viQX",
-	"tyPn9fmSbKivq/Rs57M/WxG1h1W+3vm/VYxzmENbVUd2efu/AQAA//8d7+pVvEUAAA==",
+	"H4sIAAAAAAAC/+x8+24bOdLvqxR0FhjpTEu2E2d2x8bBQr4kMTZOfGxnBgfjHDfVXZK47iZ7SLYdTWBg",
+	"H+J7hn2wfZIPVWRfJLUtezCb2f2wf9luk2yyWJdf3fpLL9F5oRUqZ3t7X3pzFCka/vX4UszoZ4o2MbJw",
+	"UqveXu9yjnCLxkqtQE/BzRGSrLQOzTcWbIEJCJVCUhqDyoEu0AiaCf3x8dlw59XuYB8sqhSkg4lIbkAq",
+	"OJkOT4VL5qNe1LPJHHNBr3WLAnt7PeuMVLPe/f191CuEETm6sL9D/9qT9Ey4OT2QtL+C/oh6SuQ0O6nG",
+	"9KKewZ9LaTDt7TlTYvtVufj8DtWMVvnuJb3GOTS02P//SQx/2R5+/6kffhl++rIdfbdzXz0f/PkPvWht",
+	"q1Gzt/9boll0U/Ho8BSksk6oBEGm4DSIVBcOhG2TFWS6DwI+fjw5AmlhhopIiinczVGBmFimswHMC7cg",
+	"EjIZfub31nSQae9pB+5vPnH3me+JwLbQyiLfzoFIz/HnEq2jvxKtHCr+VRRFJhNmiq3C6EmG+bd/tUSV",
+	"L60d/sHgtLfX+19bDXtu+f/arTM/y790ma4n6lZkMgWpitLtQ5yiEzKLgcjgqTqVmKXMo/SXKTMc9ejC",
+	"tJpmMvmqmyUmkCndHW2PLteJG1QwWYCAVE6nyDIU+CCigUt8YWGCUs0gxQwdpnyO19pMZJqi+toHSUSW",
+	"+U2J0s1ROXobpjApHe96Xk6+sXB+MD6EVKMFpR2ILNN3/N9aT3TeWWnp+M5rnkl9eU6YGTo+9lsUmVcC",
+	"D5z5eWcNy3Uc1f+n0nwWza1MEAqjb2WKhvdyokiYRPY1b+Cjws8FJkRwNEabffBUtCAMglbZghRta8vf",
+	"WMj0zPKG32v3Wpcq/Zobfq/Blsm8ZmZtwOjSeWE8M5holUoa+1rIDNOvzc2VSQIygg3D5vxs2eZVpo5H",
+	"9kktQvx6fPLu+Oj67Pz48MP7o5PLkw/v4wEf7VLmqMuvrmbm5QRSmXqpU/YODdxJNw88YbyihhRFmkmF",
+	"0E+0mspZGWx3+H/YewQpTkWZOXixDTYcS+t3JI1f+1zVzic6XQB+ThBTCztwKg94Wx/VkjL6ygyeGEzp",
+	"3SKzrLxbf1cqsaULkwQLNwI6FZ9G4S0awGSuvRbMyba34NmPP/44HLdOtw4yxtmdWFiID1AYNPEGeOXJ",
+	"dStkJibZV7/ISpNKTw2DIl1APxHJPNDHLlSCacREK5VBkcxpn1Hb3DAmNfxEG/mLf5DoMvOMP0FI5pjc",
+	"YDrYB4POLEBMSfnQZcTn9GA4pgcxWFZA1mOsmbxFFfipMDpBa782iX7ELBtOtcmDRaXjsNEhHE6bgTka",
+	"hH6RCUfDogqjRzCe0UsiOFFTI47V7WAfpkQkBWWRCkcUDJYU3FzaWiMnQrHK07dI0LRf22Uihw16Q1it",
+	"yB5HvGZ4pw22mpGYXzqoiY/KlkWhjcP0FFMpLpkJf0eVEdhtFSlAv/0kRzPDYUG6n7fCZ/XECzg/nM4/",
+	"+j2QJFud8cGH88vjoxj+8bf/AqG0m5NhrT0waQkDFEbPDFrbulAPtKSzcCPpKgM3EMwq5sLiYB8eNmv8",
+	"ssdgKUnkXNigz+hc/jG9j92fLOP9jdhxCoclWowPT9/K4JaK1KMBkZ0ZOpGT5GV4P65oPfnSE8Tu15mY",
+	"YPbIzDX9t0rRA2HwFJ3I9sGvRQLDogR5aR0kwhj2tsI6evJXTBytI0qnbSIyWnbDjY5bQ++j3kRYvE51",
+	"LqTq3KEkCb5Gdbuu6lvbreScudTvOJU20be4tOFm2UpnrK96U07wVhp2LyfCYO7fUJn/qdE5X/3FGeGg",
+	"NmToflGlsKSaXbsg+stv/EBINZ4vCjR2LqcuHnW612tEHy8TfV3q3+sUz7TOgEZ5bsdsChN0d4gKcslq",
+	"DHLxGe60uUFjod/m6upW0Qz2CWhkpZW3yCAKlE7RjsK0UaJL5UZQ3wgYJOOGlhf32ngEp6Vjtc0LLOkS",
+	"6Au/yUZ0B0SFZTbPxWf+IZXMy7y3t1MTRSqHMzREldwz0mOD7ttxkZ94RsSLf+qgctghrbkidIW8RpUW",
+	"Wnplt0z/C3TekJ4fj4/+XwQfz47Glyfv3xBbfXw//mF88m588O64k2cSrazO8Lo02W+8sEHh8NrJnNmQ",
+	"BEC43l6PbmLIT7smeax/Xd/MJgn/UA8k+U07xZqkzAtPl1xb/G4X+tYJlQqTAqpEp1LNBiBSYtpm8giO",
+	"88ItoFQZqfcVlcwUYroEGo1g7ENHTEDpaBAx4xyztJJsQgPs1keVz60gbt54rXPpHKYxWMKZd/PFCM6r",
+	"GBC4uQhqErRCmAvCEYR6GcJCfEjYbniolTM6I8TlCGbESg+t0wbjzltbf/k6zc5I4KqDtclAVkioNcL5",
+	"nfJpqwhWA8u9nod4WsVVWgbPRzxyseCR8QxdDHF4md1qXhCzKuYXyHQf4kxa55d5d3JxWRlGYYxE29qX",
+	"hf6b48v2CQb7EC+B2+uyQezNxgo0ubT2IfALfyUDpvQdURgVKYafevX5elGP9tdjQ9b9ppZuaG6GQUQh",
+	"EuzkcVaRm4SFdPQhaU9LU3SBim3AdYCV3YrdoNXZLabwoUB1QePBYIbCYrcNCrFi/CwIiDQhYrtFYGS4",
+	"vb29s8lIVjSrzGOPTHewjp206TR81SqNseucawtMNhHuggQmDdr5gibQRCdcadeJVivJu7nMEASkYjF8",
+	"0cKJplSWjRA6RzjOICF2MpkgLBwdnn5j4ez8w5vz44sLWkcq8O8CvKVtDdp8dXb8/ujk/Zte1Ds7//DD",
+	"ycXJh/f+T1ZIvajeTi/qeXhJzxrd3Yt6R8fvjnlEJ3n4zdc5+WSzbt7z1vWZmn4Dz7ELgWnl8XSjlLZh",
+	"5QB8yE3wldYXtHaGFrN1sU6zty4ZiZZt8bIBreSwLa3LlnCZWmsYIOp9HgoshiR0pfGyHpIHlk5Zy9KX",
+	"8Nu1TO9pmSIrjcha0kbHlmpWZsI0TxsqiiQfhodDW4zSJB9JvVUNa2VYDnnzrUzDY55CR9Sap7MvOOKE",
+	"jEVy++MvV3xLV709aInVfbwPAqaZcO2n0GcQR5o3RStnisCwyDE7FBbhBhf2SonM6hDiwXQAbGoSPVPS",
+	"kkO/4MmcykkQ9JQ8cl0MM7zFDGLaSAz+BkbwA3nVtUOXkmn1869UiKFEJNnJvBU/19MpKkINPvsxulJr",
+	"ePIpamZJwdx38cZMD8NDcm1H5+LuNDB1c2PvpL+o5fcr/OyuCzHDa6dvsEPuxsuJLtDetmfCOqB5ndre",
+	"oC0z70FKh7l94gl7zeGEMWKxJs3Vuo+AZML+qXDied7rr/Bb1zbgU36r9Dt6f+E92X2ohR8yTgLCt7AD",
+	"3/okVHiSe4jgQkwVvns58n7BxjzpMPz2vzelSNv05C0/QsyLwJ1PF25vpirkFySDmdMnqfu3OyIr5mJn",
+	"MIKP6kbpO8WiyvmSGyx8+IOjr2mH99W63CfwU80Lz0FCtkYOKZrreRUJ2RAh4tE+bELW0Z/7AWf7lC55",
+	"gjVmjWvXfjm73LbnlQr+9Byb+ZdygkahQwv9eGf0cjuOgH+OduMBiXSD3frx7mjnj/R/+jl6GQ/aNrZB",
+	"bTR7I1vV19Ts7REm8+G7jaZkKjLbaUu85WRbQv4SnL8+hD++/P474PghcPyQlPuDxiUCHM1GV6o94MuV",
+	"55jwewgyhL841EC/v7q/v7+PiZIrc8Ox6a+r3u5o509Xvfv7eAQ+zuItCzkwE7xSPsz9iG14TPpWiPor",
+	"rIN3BM8yofB9JSNPl/e3hKID/Cf8yl6TXxIKWpOwa6FTWxmOeTkZARMQLGaYOD8nODkyk24Bhc5ksoD+",
+	"DlxINcvwHDmGG8FLIvUreCtn82wxrvyiwT4kRenjSJhrQ2RNdO59FIJLFXC0xAbkPQxFITk4ZPaBvF4x",
+	"4wyInCkC9Ot6h/fbch52opfRq09doZ+kKJdCPy8640O8y43ehfwFPdTmDT5teJdhek3g4wepszp0snw6",
+	"BifLzhmx3qgjvtZl7B/2AVbUgn9PM6FLJzQFBSs3QD700wGFX+aQJq2DiraPVnuDPGFBQFxVv3fp2rKo",
+	"/JnVkJhPXFlJUJKjAT5jRT6acZ6pahdIKvfdbq+LNVq6/HFi1l5M44GEvUUVsZ7tRviDL/kN/lHlNmTo",
+	"aG+hjqvxI+ZV3UZ1gZ7y6/HKGV6HFN86Cd/qO9CZLzEJuXJpoe8PQ9qlKqWYiORmZnSp0sETqSqVH8Qq",
+	"rcO3NCW2wlb0wiYSlWIiU3+l+haNyLLgdreQ70TrDIV6XBoahPiAN/18fuyCcy0H9zFBq4M+67fESeAl",
+	"l10q9/JFJ2Wddp6iG8euQXl6SbXAozu0HerAm5hrNjFPjm/RqkGdPWPOysaXX90s+NARnplHe9bJ1o33",
+	"00/4Iw8Ls7rMxod2sH0lXVS6onRc3+QrJzLhuJBlJaTVF61YtyKf+U5wuMpUanGwDzEnO2PvU2sDU648",
+	"As3lmQ5QpV0mGVX6zNDS1Oj8gbpakZUIE5xqg9AXTQ5fhKSUByxcTFI/svIXHHQHy6Wv6apkuSxmRqQs",
+	"mYnIkEtiaXangXlMfzCh2isHZhlWvEgWe1hondkWY0Y9oiwpSl/S9UA4z7hn0tPpbmpW5YHd2kqkhIEr",
+	"3m8LFpMtXBOvXh24IcrSRrsErsrVr22MnYI/bf8RQg1AVae3zlj+H5305xK/Dsv1WhvY3d62EaBgX2M5",
+	"7NOLngZaVnBaB26pypY3GJGn6G3pMnwkrtEGgyfvfxi/Ozm6Hp+/+Xh6/P5yo/8X4qX+HQ9cU8thfl6d",
+	"QZJvTO9XBQydao1x8rpPfhDBmwMS8MsD6E+kEmYBpZLORnAqD7beyIOtS3kwCDqg5Vn/XArlyGvhukph",
+	"Yee7N3LZaX754s1BlwSt5w+e5XuNl6KhoXq9KujiZB6X+wtXhVv7iVBayURkYJW4weukipT6yiGcTjFx",
+	"8hahioTDVGakjKWKoGyHa26wcBEUZZYRoDPowGCubzEdjODsw8VlBG+OL9kl41ybQVcaTneWKpkLNfuf",
+	"FN15ZoxmU1nFRpe9bbmfHXmvCjJGzMM/SOPYknnmCabth1O73yqkcMQ9gbt4qLAQHFzbqnbx7nyIGD3g",
+	"Pz9eN7HqPO/87s4z33ZSGukWFzTUH2fChZ2XDwTM28rBjwSOrVfF6/NyAn0czUYg4MKz0jjxERE/rq7v",
+	"4TeEwBiMz04GkS/u820oVfLDV/iHsbcS7+qCU3ZNeAeN9pk7VzCtM4nKHdIdTR+qY4XLdxfgB0LSjAQr",
+	"Z6rJn1QFSJhWYw/H0A/rj19LDtBU7QTcbUGTmuW4hinPtfKR8KrLgDy8wpfHaTMTKiTE7dLp8tKVIhs6",
+	"BjxLJ7wPbl+FqYWvDAx9Oct5LsiFVE5I5eES17zwMnZva2sm3bycjBKdb6VJPrTF1vLk9Rq2syp3aFsB",
+	"1ioBxwJzdHgKbm50OZtDK4LWf6utqw0CfFsL6wC43BPGh6d03VEIpl2pWoaJao3E9lkiB7Uat6OQPw78",
+	"BpVOg1OhxIzLILLMBjtRvZ/W9MWE4cmV4tpETUO9U7rPl2r9pRHuBM64EcxrTsycOkPXXjeTtvrb+ioX",
+	"xsYRBLBMj66Ux8nk+yuCU8srrlRvse8RQaoTu5WKxYtRng5GV+pKHd+iWfj2DG6TCRFiAoPxQ9Wh5I0k",
+	"ZY7K8RIXQQfsEc9XZXjI6zbODn5OsHBVrU3m5lClgy0EdGRBLKuEflUbUknzlVoT54GHHOty6OkWOn+0",
+	"kb80Mtnq+ulflKzMxkmC1tZLKqauD4/WxTMx6ajx2YkXvub5qDMvHLf6FSYZDhqV1G6vE7b1JhK/fWYP",
+	"uk/RaudYqw5iRlLcWOBLfEIA2ZaT9Y23q35GV2oMKRaZXuRcNyoWoeOJ0M8i12VVXmWhzzoptgvrMN+r",
+	"/x9HbZpm8ob4cUH+KWYWBz5Yn8kElffHglYZF1xb9WK03YLYPRLaikvX5G98dtKK4e31qvRYVYkjCkkA",
+	"crQ9ehkKGdgCbYlCblVjt+rk/t6X3gw7KgHPxIwtvNc4IstqUYpAZymZl6k01kG/VZQQ+cIzSZCOkEMh",
+	"ZhjYVlrQhfi5DGJKiBDdcCIspnuNlPq1uBC5qkmu6j4L3pBCybXSaemlEEFpA/ZGFsBF1NYTuhaxk7S3",
+	"13vX0hy95d7Un9ZQvfhMSAJC3hgKNPzqppb21Xbk3X8LYqJvEXa2tzkX6cLmCdBvbz/U35mLzz57zv58",
+	"u88jvKC392o7WnfIHi8N7fKqVxL1FZgoDN5K4ugqF9+1y1Z+/7FWlE8rraQvtrd/s86+dhFCRyH9BxX4",
+	"S09r/uHa/l2/h66l671utXpeecrO5imrHUo87+XmeU2f533Ue/WUzdVtiTzh5ZO2Vlf88ZzdzXOq9jYG",
+	"rGWeC0LILCrQqvxxYrZULtT7RM6Qth0aY8w1Mx6rEVphZ/DBDGrTikK7E06GRN5KgU5tVKNQznOl2h4s",
+	"j16u4IF+HLyty0WBcQRx0fbG6IHPUiWtSGjz1PszcQT/+NvfSWuHzt+645eRdvxnmf6fGPoeIbVMFxve",
+	"uu97BOdYZGJBhovtEPcOt3A4P2DyKO/ueurhZ2ldC734CS+2t/eXuo25OqJUKbdFCQcyrRuPeeG48o5H",
+	"JNSxH0qAzLeb0HBCArC7/b1fIENR9QutbaFUTpfJHNMuBXvYBoHrGraLEZshWysd+OvKbByqsTx48RlX",
+	"6MsU80I7VAk3B00WDB0IFhaYDGrF5ouYG8120kwb/gUXm9Uba4kD7fMbv6VmWy6Iu18OiZEzfv/P164P",
+	"9ohXwDvz/X3MDw3o5Promtitu3BgmOV9m9ULr1f/2Rv2hEz3q+LWUMn6r28Ndre/3zyj7lKjCTtPeEXd",
+	"4csTXj3lLB29fjT5xYunTG43Wv4bmDjPLY0n0W3l7qMHEPPWvK436ATOFz4iwcloYcmJfRv8Xm8tDM6k",
+	"dWYRnOL4S+Xy3YeVuZ1iWb++qT1hG6odujXD4+R426TcqwhVb++nT23aXKx8JaFyS7nBilwJtuy88wjW",
+	"dj5okbIqDHiEkF/qT77cezIS4O8oh+Tn3iz52EPaDgvQ4+UgSL/5TIU2Icjsp1fBETsg0+wNrnCcN9y/",
+	"Uu0GlKqSvqpoJ/snMx9aYt/Ylx/OtKqcHuHHHh8tldiTZSrKSSatN518mCVHNthuW6va5ZbMChe82N4F",
+	"MRNSddnfo3bIZZOH02VNfztrucSUuw/cptSqyuZCXzdWptX0Ovh30N5P0EH1Fzv+DTSjZ6NNmjF6QO+h",
+	"ucW0iUQ3Xy/xnwYYtfvRYmJ4i74eYL39q6sLbv9Kxe2GCfYgIG41TcTtBrkNfYYdQtQo2d7vjrtWPiBR",
+	"fd+ra+EwbIvH8Kr/EZqvKTRv0G2WmF/pEPHn0kivckVyh8t9fDbceblb1TMzOH9iOfM//vb3+7hubt6D",
+	"OAQUY+iHePpeuzL3SvnSXI75BYvXpP/sYMV/DrWfvs55OXc6Ekk+anXex9DnOP7Ay/PKKkW55bN3WyEt",
+	"F1+pvo/x74Hw/nWCYHSWaS4vqnOU+/RHk9+oOnpaGsdH4yfEaNX3AhBDAEPh3ZWqMpaDEfiMgHec/XfJ",
+	"yAXK84p8nKEmu+21DznV2xGhCBTOP24+P+Rrh1rFw1fqg2r1kBMkEeBkHq6gqWx8sb3dBA/q7zFV5aM+",
+	"S151LJmUjGvAIpUajK5UvNYZXTcFC1+RHXJvGSuWb/xqKpFZq/VVOtClG8E4MJfvIOb3cwnkXKrZlQo7",
+	"ZjeRrH39L5qYS9V8h6SuhIh3Rzt/iqtWUQtOM+kU3iF3DzEnK985RaAr3GqXPv/YTvZsAkWke/mzUNzS",
+	"VYdI3xxfEgufjS8P3+7D7s6LNVtVfUoxlCj4at6H4VT4WNWjOOqJ8Q8RXO36C2fkeHgKMQcqPdTFV46D",
+	"rH5/5dl2cbmz418sJrIuX3whSjopKijr+Os+d6LmdWJhP3PwH6teW/UnRT5WvtLD4YwnRCQ6vkn3n9DJ",
+	"b4J1/IW0fNf+cgqeLB4XuT4xprIhlBK+isaB79hbsmCrQn076ea62D2C2Bf+8xj+xkUXxv9dAigPBUZ+",
+	"ZSyp82DnWrvfMTpUN1QX4qFI0PLSK0VRP30iw9dRY/TTJ7I/vvfKm25fbbPFyDi85cvKZ4QtpxHCs6rX",
+	"5NP9fwcAAP//6kKIqURZAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

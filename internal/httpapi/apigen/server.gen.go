@@ -32,6 +32,9 @@ type ServerInterface interface {
 	// Get a cluster
 	// (GET /api/v1alpha1/clusters/{clusterId})
 	GetCluster(w http.ResponseWriter, r *http.Request, clusterId ClusterIdPath)
+	// Update a cluster (scale, upgrade, resize)
+	// (PATCH /api/v1alpha1/clusters/{clusterId})
+	UpdateCluster(w http.ResponseWriter, r *http.Request, clusterId ClusterIdPath, params UpdateClusterParams)
 	// Service provider health
 	// (GET /api/v1alpha1/health)
 	GetHealth(w http.ResponseWriter, r *http.Request)
@@ -71,6 +74,12 @@ func (_ Unimplemented) DeleteCluster(w http.ResponseWriter, r *http.Request, clu
 // Get a cluster
 // (GET /api/v1alpha1/clusters/{clusterId})
 func (_ Unimplemented) GetCluster(w http.ResponseWriter, r *http.Request, clusterId ClusterIdPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Update a cluster (scale, upgrade, resize)
+// (PATCH /api/v1alpha1/clusters/{clusterId})
+func (_ Unimplemented) UpdateCluster(w http.ResponseWriter, r *http.Request, clusterId ClusterIdPath, params UpdateClusterParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -298,6 +307,82 @@ func (siw *ServerInterfaceWrapper) GetCluster(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// UpdateCluster operation middleware
+func (siw *ServerInterfaceWrapper) UpdateCluster(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+
+	// ------------- Path parameter "clusterId" -------------
+	var clusterId ClusterIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "clusterId", chi.URLParam(r, "clusterId"), &clusterId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "clusterId", Err: err})
+		return
+	}
+
+	ctx := r.Context()
+
+	ctx = context.WithValue(ctx, BearerTokenScopes, []string{})
+
+	ctx = context.WithValue(ctx, ClientCertificateScopes, []string{})
+
+	r = r.WithContext(ctx)
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UpdateClusterParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = &IfMatch
+
+	}
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateCluster(w, r, clusterId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealth operation middleware
 func (siw *ServerInterfaceWrapper) GetHealth(w http.ResponseWriter, r *http.Request) {
 
@@ -455,6 +540,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/api/v1alpha1/clusters/{clusterId}", wrapper.GetCluster)
 	})
 	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/api/v1alpha1/clusters/{clusterId}", wrapper.UpdateCluster)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/api/v1alpha1/health", wrapper.GetHealth)
 	})
 	r.Group(func(r chi.Router) {
@@ -476,6 +564,8 @@ type InternalApplicationProblemPlusJSONResponse Problem
 
 type NotFoundApplicationProblemPlusJSONResponse Problem
 
+type PreconditionFailedApplicationProblemPlusJSONResponse Problem
+
 type TimeoutApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
@@ -494,6 +584,8 @@ type UnavailableApplicationProblemPlusJSONResponse Problem
 type UnprocessableApplicationProblemPlusJSONResponse Problem
 
 type UnsupportedMediaTypeApplicationProblemPlusJSONResponse Problem
+
+type UpdateConflictApplicationProblemPlusJSONResponse Problem
 
 type ListClustersRequestObject struct {
 	Params ListClustersParams
@@ -836,13 +928,21 @@ type GetClusterResponseObject interface {
 	VisitGetClusterResponse(w http.ResponseWriter) error
 }
 
-type GetCluster200JSONResponse Cluster
+type GetCluster200ResponseHeaders struct {
+	ETag string
+}
+
+type GetCluster200JSONResponse struct {
+	Body    Cluster
+	Headers GetCluster200ResponseHeaders
+}
 
 func (response GetCluster200JSONResponse) VisitGetClusterResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
 	w.WriteHeader(200)
 
-	return json.NewEncoder(w).Encode(response)
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type GetCluster400ApplicationProblemPlusJSONResponse struct {
@@ -923,6 +1023,166 @@ func (response GetCluster504ApplicationProblemPlusJSONResponse) VisitGetClusterR
 	return json.NewEncoder(w).Encode(response)
 }
 
+type UpdateClusterRequestObject struct {
+	ClusterId ClusterIdPath `json:"clusterId"`
+	Params    UpdateClusterParams
+	Body      *UpdateClusterApplicationMergePatchPlusJSONRequestBody
+}
+
+type UpdateClusterResponseObject interface {
+	VisitUpdateClusterResponse(w http.ResponseWriter) error
+}
+
+type UpdateCluster200ResponseHeaders struct {
+	ETag string
+}
+
+type UpdateCluster200JSONResponse struct {
+	Body    Cluster
+	Headers UpdateCluster200ResponseHeaders
+}
+
+func (response UpdateCluster200JSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
+	w.WriteHeader(200)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateCluster400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster400ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster401ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+
+	return json.NewEncoder(w).Encode(response.Body)
+}
+
+type UpdateCluster403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster403ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster404ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster409ApplicationProblemPlusJSONResponse struct {
+	UpdateConflictApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster409ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster412ApplicationProblemPlusJSONResponse struct {
+	PreconditionFailedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster412ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(412)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster413ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster415ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster422ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster500ApplicationProblemPlusJSONResponse struct {
+	InternalApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster500ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster503ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
+type UpdateCluster504ApplicationProblemPlusJSONResponse struct {
+	TimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateCluster504ApplicationProblemPlusJSONResponse) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
+
+	return json.NewEncoder(w).Encode(response)
+}
+
 type GetHealthRequestObject struct {
 }
 
@@ -972,6 +1232,9 @@ type StrictServerInterface interface {
 	// Get a cluster
 	// (GET /api/v1alpha1/clusters/{clusterId})
 	GetCluster(ctx context.Context, request GetClusterRequestObject) (GetClusterResponseObject, error)
+	// Update a cluster (scale, upgrade, resize)
+	// (PATCH /api/v1alpha1/clusters/{clusterId})
+	UpdateCluster(ctx context.Context, request UpdateClusterRequestObject) (UpdateClusterResponseObject, error)
 	// Service provider health
 	// (GET /api/v1alpha1/health)
 	GetHealth(ctx context.Context, request GetHealthRequestObject) (GetHealthResponseObject, error)
@@ -1138,6 +1401,40 @@ func (sh *strictHandler) GetCluster(w http.ResponseWriter, r *http.Request, clus
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetClusterResponseObject); ok {
 		if err := validResponse.VisitGetClusterResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateCluster operation middleware
+func (sh *strictHandler) UpdateCluster(w http.ResponseWriter, r *http.Request, clusterId ClusterIdPath, params UpdateClusterParams) {
+	var request UpdateClusterRequestObject
+
+	request.ClusterId = clusterId
+	request.Params = params
+
+	var body UpdateClusterApplicationMergePatchPlusJSONRequestBody
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateCluster(ctx, request.(UpdateClusterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateCluster")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateClusterResponseObject); ok {
+		if err := validResponse.VisitUpdateClusterResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
