@@ -283,5 +283,3 @@ func uniqueName(prefix string) string {
 func kubevirtBody(name string, workers int) string {
 	return fmt.Sprintf(`{"spec":{"service_type":"cluster","version":"1.30","metadata":{"name":%q},"nodes":{"workers":{"count":%d,"cpu":4,"memory":"16GB","storage":"120GB"}},"provider_hints":{"acm":{"platform":"kubevirt"}}}}`, name, workers)
 }
-
-func bytesReader(s string) io.Reader { return strings.NewReader(s) }
