@@ -39,6 +39,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/simulator"
+	"github.com/dcm-sp/acm-cluster-sp/internal/spprocess"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
@@ -237,45 +238,18 @@ func startBenchSP(b *testing.B) *benchSP {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = os.Environ()
+	env := os.Environ()
 	for k, v := range benchConfig() {
-		cmd.Env = append(cmd.Env, config.EnvName(k)+"="+v)
+		env = append(env, config.EnvName(k)+"="+v)
 	}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
 	began := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	sp := &benchSP{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{}), logFile: logf.Name()}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			_, _ = logf.Write(append(line, '\n'))
-			var l struct{ Msg, Address string }
-			if json.Unmarshal(line, &l) == nil && l.Msg == "serving" && l.Address != "" {
-				select {
-				case addr <- l.Address:
-				default:
-				}
-			}
-		}
+	p, err := spprocess.Start(bin, env, logf, 2*time.Minute)
+	if err != nil {
 		_ = logf.Close()
-	}()
-	go func() { _ = cmd.Wait(); _ = pw.Close(); close(sp.done) }()
-	select {
-	case a := <-addr:
-		sp.url = "http://" + a
-	case <-sp.done:
-		b.Fatalf("the SP exited at start (log: %s)", sp.logFile)
-	case <-time.After(2 * time.Minute):
-		sp.stop()
-		b.Fatalf("the SP did not serve within 2m (log: %s)", sp.logFile)
+		b.Fatalf("%v (log: %s)", err, logf.Name())
 	}
+	go func() { <-p.Done; _ = logf.Close() }()
+	sp := &benchSP{url: p.URL, cmd: p.Cmd, pid: p.Cmd.Process.Pid, done: p.Done, logFile: logf.Name()}
 	if !testwait.Poll(5*time.Minute, func() bool { return httpStatus(sp.url+"/readyz") == http.StatusOK }) {
 		sp.stop()
 		b.Fatalf("the SP was not ready within 5m (log: %s)", sp.logFile)

@@ -44,6 +44,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/simulator"
+	"github.com/dcm-sp/acm-cluster-sp/internal/spprocess"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 )
@@ -133,43 +134,15 @@ func (r *replica) start() error {
 	if err != nil {
 		return err
 	}
-	pr, pw := io.Pipe()
-	cmd := exec.Command(spBin, "serve")
-	cmd.Env = append(append([]string{}, os.Environ()...), r.env...)
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			_, _ = logf.Write(append(line, '\n'))
-			var l struct{ Msg, Address string }
-			if json.Unmarshal(line, &l) == nil && l.Msg == "serving" && l.Address != "" {
-				select {
-				case addr <- l.Address:
-				default:
-				}
-			}
-		}
+	p, err := spprocess.Start(spBin, append(append([]string{}, os.Environ()...), r.env...), logf, 2*time.Minute)
+	if err != nil {
 		_ = logf.Close()
-	}()
-	go func() { _ = cmd.Wait(); _ = pw.Close(); close(done) }()
-	select {
-	case a := <-addr:
-		r.mu.Lock()
-		r.cmd, r.url, r.done = cmd, "http://"+a, done
-		r.mu.Unlock()
-	case <-done:
-		return fmt.Errorf("%s exited at start (see %s)", r.name, filepath.Join(logDir, r.name+".log"))
-	case <-time.After(2 * time.Minute):
-		_ = cmd.Process.Kill()
-		return fmt.Errorf("%s did not serve within 2m", r.name)
+		return fmt.Errorf("%s: %w (see %s)", r.name, err, filepath.Join(logDir, r.name+".log"))
 	}
+	go func() { <-p.Done; _ = logf.Close() }()
+	r.mu.Lock()
+	r.cmd, r.url, r.done = p.Cmd, p.URL, p.Done
+	r.mu.Unlock()
 	if !testwait.Poll(2*time.Minute, func() bool { return r.get("/readyz") == http.StatusOK }) {
 		return fmt.Errorf("%s not ready within 2m", r.name)
 	}
