@@ -16,6 +16,7 @@ LDFLAGS    := -s -w -X github.com/dcm-sp/acm-cluster-sp/internal/buildinfo.versi
 GOTOOL     := go tool -modfile=tools/go.mod
 TEST_FLAGS ?= -race -timeout 40m
 BIN        := bin/acm-cluster-sp
+DEV_BIN    := bin/acm-cluster-sp-dev
 CAPI_BIN   := bin/capi-private
 CAPI_DEV   := bin/capi-private-dev
 
@@ -31,13 +32,14 @@ $(HUB_BIN)/.complete:
 	@hack/tools.sh >/dev/null
 
 .PHONY: build
-build: ## build bin/acm-cluster-sp and bin/capi-private with the version stamped in
+build: ## build bin/acm-cluster-sp, bin/acm-cluster-sp-dev (with `dev`) and bin/capi-private with the version stamped in
 	go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/acm-cluster-sp
+	go build -trimpath -ldflags "$(LDFLAGS)" -o $(DEV_BIN) ./cmd/acm-cluster-sp-dev
 	go build -trimpath -ldflags "$(LDFLAGS)" -o $(CAPI_BIN) ./cmd/capi-private
 
 .PHONY: run
-run: $(HUB_BIN)/.complete build ## run the service on an embedded local hub (acm-cluster-sp dev)
-	./$(BIN) dev $(RUN_ARGS)
+run: $(HUB_BIN)/.complete build ## run the service on an embedded local hub (bin/acm-cluster-sp-dev dev)
+	./$(DEV_BIN) dev $(RUN_ARGS)
 
 .PHONY: run-capi
 run-capi: $(HUB_BIN)/.complete ## run capi-private dev (bin/capi-private-dev): local hub, platform CAPI, private CRDs, webhook, proxy, upstream CAPI + ledger provider, demo cluster
@@ -98,14 +100,20 @@ capi-crds: ## re-vendor capi-private's upstream CRDs and regenerate its private 
 manifests-check: $(HUB_BIN)/.complete ## render deploy/ and its overlays and validate them on a local hub (server-side dry run, strict)
 	go run ./hack/manifestscheck
 
-# What the production image must not link (the Containerfile builds with -tags nodev).
-PROD_FORBIDDEN := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|^testing$$|/internal/(simulator|devhub|localhub|testpki|testwait|faultproxy)$$
+# What the production binaries must not link: the dev/test harness of either product, and (acm-cluster-sp) the
+# testing package. capi-private links `testing` through upstream Cluster API's v1beta1 conversions
+# (sigs.k8s.io/cluster-api/util/conversion), which its webhook needs. capi-private shares no runtime package with
+# the cluster SP (only internal/buildinfo, build tooling).
+DEV_HARNESS   := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|/internal/(simulator|devhub|localhub|testpki|testwait|faultproxy|spprocess|cli/devcmd|capiprivate/(testenv|capitest|cli/devcmd))$$
+SP_RUNTIME    := ^github.com/dcm-sp/acm-cluster-sp/internal/(app|cli|httpapi|clusters|provision|reconcile|render|hub|status|events|registration|health|config|meta|redact|security|inventory|versions|operation)$$
 
 .PHONY: check-prod-deps
-check-prod-deps: ## fail when the production build (-tags nodev) links the dev harness or the testing package
-	@bad=$$(go list -deps -tags nodev ./cmd/acm-cluster-sp | grep -E '$(PROD_FORBIDDEN)' || true); \
-	 if [ -n "$$bad" ]; then echo "the production build links dev/test code:"; echo "$$bad"; exit 1; fi; \
-	 echo "production build (-tags nodev) links no dev harness"
+check-prod-deps: ## fail when a production binary links the dev harness (or, acm-cluster-sp, testing), or capi-private links the SP's runtime
+	@bad=$$(go list -deps ./cmd/acm-cluster-sp | grep -E '$(DEV_HARNESS)|^testing$$' || true); \
+	 if [ -n "$$bad" ]; then echo "acm-cluster-sp links dev/test code:"; echo "$$bad"; exit 1; fi; \
+	 bad=$$(go list -deps ./cmd/capi-private | grep -E '$(DEV_HARNESS)|$(SP_RUNTIME)' || true); \
+	 if [ -n "$$bad" ]; then echo "capi-private links dev/test code or the cluster SP's runtime:"; echo "$$bad"; exit 1; fi; \
+	 echo "production binaries link no dev harness; capi-private links none of the SP's runtime"
 
 .PHONY: verify-capi-crds
 verify-capi-crds: ## fail when capi-private's vendored upstream CRDs or generated private CRDs are stale

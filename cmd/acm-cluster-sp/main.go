@@ -1,5 +1,6 @@
-// Command acm-cluster-sp is the ACM Cluster Service Provider: `serve` runs the service against an ACM hub, `dev`
-// runs it on an embedded local hub, and `clusters …` drives a running instance. The commands live in internal/cli.
+// Command acm-cluster-sp is the ACM Cluster Service Provider: `serve` runs the service against an ACM hub and
+// `clusters …` drives a running instance. The commands live in internal/cli. It links no dev or test machinery;
+// `dev` is in the separate acm-cluster-sp-dev binary.
 package main
 
 import (

@@ -1,5 +1,5 @@
-// Package cli is the command-line interface of the one binary: `serve` (production), `dev` (everything on an
-// embedded local hub) and the `clusters` client commands. Commands parse flags and call into the other packages;
+// Package cli is the command-line interface: `serve` (production) and the `clusters` client commands; `dev`
+// (package devcmd) is added by the acm-cluster-sp-dev binary only. Commands parse flags and call into the other packages;
 // they hold no product logic.
 package cli
 
@@ -15,8 +15,11 @@ import (
 )
 
 // Main runs the command line and returns the process exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...func(stdout, stderr io.Writer) *cobra.Command) int {
 	root := newRoot(stdout, stderr)
+	for _, c := range extra {
+		root.AddCommand(c(stdout, stderr))
+	}
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		var ee exitError
@@ -51,8 +54,5 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServeCommand(stdout, stderr), newClustersCommand(stdout, stderr))
-	if newDevCommand != nil {
-		root.AddCommand(newDevCommand(stdout, stderr))
-	}
 	return root
 }

@@ -1,4 +1,4 @@
-package cli
+package devcmd
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/cli"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
@@ -41,7 +42,7 @@ func startDev(t *testing.T) map[string]string {
 	var out, errs syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, []string{"dev", "--env-file", envFile, "--ready-after", "3s", "--listen-address", "127.0.0.1:0", "--status-debounce", "200ms"}, &out, &errs)
+		done <- cli.Main(ctx, []string{"dev", "--env-file", envFile, "--ready-after", "3s", "--listen-address", "127.0.0.1:0", "--status-debounce", "200ms"}, &out, &errs, New)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -82,12 +83,12 @@ func startDev(t *testing.T) map[string]string {
 	}
 }
 
-// cli runs one client command against the dev instance.
-func cli(t *testing.T, server string, args ...string) (string, string, int) {
+// run runs one client command against the dev instance.
+func run(t *testing.T, server string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errs bytes.Buffer
 	full := append([]string{"clusters", "--server", server}, args...)
-	code := Main(context.Background(), full, &out, &errs)
+	code := cli.Main(context.Background(), full, &out, &errs)
 	return out.String(), errs.String(), code
 }
 
@@ -101,14 +102,14 @@ func TestEndToEnd(t *testing.T) {
 	defer events.Close()
 
 	// create → wait READY → kubeconfig → list → delete --wait
-	if out, errs, code := cli(t, server, "create", "--id", "e2e-kv", "--name", "e2e-kv", "--version", "1.30", "--workers", "2", "--cpu", "4", "--memory", "16GB"); code != 0 || !strings.Contains(out, "created: PENDING") {
+	if out, errs, code := run(t, server, "create", "--id", "e2e-kv", "--name", "e2e-kv", "--version", "1.30", "--workers", "2", "--cpu", "4", "--memory", "16GB"); code != 0 || !strings.Contains(out, "created: PENDING") {
 		t.Fatalf("create: %d %s %s", code, out, errs)
 	}
-	out, errs, code := cli(t, server, "wait", "e2e-kv", "--for", "READY", "--interval", "200ms", "--timeout", "2m")
+	out, errs, code := run(t, server, "wait", "e2e-kv", "--for", "READY", "--interval", "200ms", "--timeout", "2m")
 	if code != 0 || !strings.Contains(out, "PROVISIONING") || !strings.Contains(out, "cluster e2e-kv is READY") {
 		t.Fatalf("wait: %d\n%s\n%s", code, out, errs)
 	}
-	out, errs, code = cli(t, server, "kubeconfig", "e2e-kv")
+	out, errs, code = run(t, server, "kubeconfig", "e2e-kv")
 	kc, err := clientcmd.Load([]byte(out))
 	if code != 0 || err != nil {
 		t.Fatalf("kubeconfig: %d %v %s", code, err, errs)
@@ -116,19 +117,19 @@ func TestEndToEnd(t *testing.T) {
 	if srv := kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server; !regexp.MustCompile(`^https://127\.[0-9.]+:6443$`).MatchString(srv) {
 		t.Fatalf("kubeconfig server %q", srv)
 	}
-	out, _, code = cli(t, server, "list", "-o", "json")
+	out, _, code = run(t, server, "list", "-o", "json")
 	var list []api.Cluster
 	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || len(list) != 1 || list[0].Id != "e2e-kv" || list[0].Status != api.READY {
 		t.Fatalf("list: %d %v %s", code, err, out)
 	}
-	if out, _, code = cli(t, server, "list"); code != 0 || !strings.Contains(out, "e2e-kv") || !strings.HasPrefix(out, "ID ") {
+	if out, _, code = run(t, server, "list"); code != 0 || !strings.Contains(out, "e2e-kv") || !strings.HasPrefix(out, "ID ") {
 		t.Fatalf("list table: %s", out)
 	}
-	out, errs, code = cli(t, server, "delete", "e2e-kv", "--wait", "--timeout", "2m")
+	out, errs, code = run(t, server, "delete", "e2e-kv", "--wait", "--timeout", "2m")
 	if code != 0 || !strings.Contains(out, "cluster e2e-kv is DELETED") {
 		t.Fatalf("delete --wait: %d\n%s\n%s", code, out, errs)
 	}
-	if _, errs, code = cli(t, server, "get", "e2e-kv"); code == 0 || !strings.Contains(errs, "Not Found: cluster e2e-kv not found") {
+	if _, errs, code = run(t, server, "get", "e2e-kv"); code == 0 || !strings.Contains(errs, "Not Found: cluster e2e-kv not found") {
 		t.Fatalf("get after delete: %d %s", code, errs)
 	}
 	// The status events of that cluster, from the subject dev mode printed.
@@ -151,19 +152,19 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// a baremetal cluster on the seeded Agents
-	if out, errs, code := cli(t, server, "create", "--id", "e2e-bm", "--name", "e2e-bm", "--version", "4.17", "--platform", "baremetal",
+	if out, errs, code := run(t, server, "create", "--id", "e2e-bm", "--name", "e2e-bm", "--version", "4.17", "--platform", "baremetal",
 		"--base-domain", "example.com", "--infra-env", "production-infraenv", "--agent-label", "location=datacenter-1", "--workers", "2", "--cpu", "8"); code != 0 {
 		t.Fatalf("baremetal create: %d %s %s", code, out, errs)
 	}
-	if out, errs, code := cli(t, server, "wait", "e2e-bm", "--interval", "200ms", "--timeout", "2m"); code != 0 {
+	if out, errs, code := run(t, server, "wait", "e2e-bm", "--interval", "200ms", "--timeout", "2m"); code != 0 {
 		t.Fatalf("baremetal wait: %d\n%s\n%s", code, out, errs)
 	}
-	if out, _, _ := cli(t, server, "get", "e2e-bm", "-o", "yaml"); !strings.Contains(out, "platform: baremetal") || !strings.Contains(out, "status: READY") {
+	if out, _, _ := run(t, server, "get", "e2e-bm", "-o", "yaml"); !strings.Contains(out, "platform: baremetal") || !strings.Contains(out, "status: READY") {
 		t.Fatalf("baremetal get: %s", out)
 	}
 
 	// An error is printed as the problem's title and detail, with a non-zero exit code.
-	if _, errs, code := cli(t, server, "create", "--name", "e2e-bm", "--version", "1.30"); code == 0 || !strings.Contains(errs, "Conflict: cluster name \"e2e-bm\" is used by instance e2e-bm") {
+	if _, errs, code := run(t, server, "create", "--name", "e2e-bm", "--version", "1.30"); code == 0 || !strings.Contains(errs, "Conflict: cluster name \"e2e-bm\" is used by instance e2e-bm") {
 		t.Fatalf("conflict: %d %s", code, errs)
 	}
 
@@ -197,7 +198,7 @@ func runReadme(t *testing.T, server string) {
 // substitutions are its address (the test listens on a free port instead of 8080) and the path of the binary.
 func runReadmeBlock(t *testing.T, server, heading string) (string, string) {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func runReadmeBlock(t *testing.T, server, heading string) (string, string) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin", "acm-cluster-sp")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/acm-cluster-sp")
-	build.Dir = "../.."
+	build.Dir = "../../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -1,6 +1,7 @@
-//go:build !nodev
-
-package cli
+// Package devcmd is acm-cluster-sp's `dev` command: a local hub (envtest), the HyperShift simulator, embedded NATS
+// JetStream and the service, in one process on loopback. It links the test machinery, so only the separate
+// acm-cluster-sp-dev binary (make run) includes it; the production acm-cluster-sp never does.
+package devcmd
 
 import (
 	"bufio"
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/app"
+	"github.com/dcm-sp/acm-cluster-sp/internal/cli"
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/events"
@@ -50,11 +52,8 @@ func devDefaults(hub *devhub.Hub, pullSecretFile string) map[string]string {
 	}
 }
 
-func init() { newDevCommand = devCommand }
-
-// devCommand is `dev`: everything on a local hub. Builds with the nodev tag (the production image) leave it out,
-// and with it envtest, the embedded NATS server and the simulator.
-func devCommand(stdout, stderr io.Writer) *cobra.Command {
+// New builds `dev`: everything on a local hub.
+func New(stdout, stderr io.Writer) *cobra.Command {
 	var o devOptions
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -185,16 +184,16 @@ func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, st
 	}
 	printBlock(stdout, rows)
 	self, _ := os.Executable()
-	cli := "acm-cluster-sp"
+	bin := "acm-cluster-sp"
 	if wd, err := os.Getwd(); err == nil {
 		if rel, err := filepath.Rel(wd, self); err == nil && !strings.HasPrefix(rel, "..") {
-			cli = "./" + rel
+			bin = "./" + rel
 		}
 	}
 	kubectl := filepath.Join(devhub.DefaultBinDir(), "kubectl") + " --kubeconfig " + hub.KubeconfigPath
 	var exports []string
 	curl := "curl -s"
-	if url != DefaultServer {
+	if url != cli.DefaultServer {
 		exports = append(exports, "SP_SERVER="+url)
 	}
 	if caFile != "" {
@@ -218,10 +217,10 @@ func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, st
 		fmt.Fprintf(stdout, "  export %s\n", e)
 	}
 	shownURL := url
-	if url != DefaultServer {
+	if url != cli.DefaultServer {
 		shownURL = "$SP_SERVER"
 	}
-	fmt.Fprintf(stdout, "  %s clusters create --id demo-1 --name demo --version 1.30 && %s clusters wait demo-1\n", cli, cli)
+	fmt.Fprintf(stdout, "  %s clusters create --id demo-1 --name demo --version 1.30 && %s clusters wait demo-1\n", bin, bin)
 	fmt.Fprintf(stdout, "  %s %s/api/v1alpha1/clusters/demo-1\n", curl, shownURL)
 	fmt.Fprintf(stdout, "  %s get hostedclusters,nodepools -n %s\n", kubectl, cfg.Namespace)
 	if o.envFile != "" {
