@@ -125,7 +125,9 @@ func (s *Simulator) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	plan := Step(Observed{HC: &hc, NodePools: nps, Agents: agents, Now: s.Now()}, s.Timeline)
 	if err := s.apply(ctx, &hc, nps, plan); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return reconcile.Result{Requeue: true}, nil
+			// Retry soon, at a fixed pace: Requeue would back off exponentially per key (to minutes after a run
+			// of conflicts with the SP's own writes during day-2 operations), stalling the simulated operator.
+			return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 		}
 		return reconcile.Result{}, err
 	}
