@@ -6,6 +6,10 @@
 // a publish are coalesced and sent when the window ends. A failed publish is retried with exponential backoff,
 // forever; a status is marked delivered only after the JetStream ack, so nothing that was not superseded is lost.
 //
+// A resync re-publishes every cluster's unchanged status. Those re-publishes wait in a backlog that is fed to the
+// workers only while their queue is short, so a real change reported meanwhile goes out after a handful of them,
+// not after thousands (at 10,000 clusters a resync is 10,000 publishes).
+//
 // A status is never counted delivered without a stream: when no JetStream stream captures the subject, statuses
 // are held and retried, the `events` health check turns unhealthy with the reason, and acm_sp_events_no_stream is
 // 1. With CreateStream the publisher creates (or updates) its own stream for its subjects, with a stated retention,
@@ -163,6 +167,7 @@ type entry struct {
 	lastPublish time.Time // end of the last successful publish (debounce window start)
 	dueAt       time.Time // when the pending status is scheduled
 	forget      bool      // drop the entry once pending is delivered
+	backlog     bool      // pending is an unchanged re-publish waiting in the backlog, not in the queue
 }
 
 // Publisher turns status reports into acknowledged CloudEvents.
@@ -181,6 +186,8 @@ type Publisher struct {
 
 	mu        sync.Mutex
 	entries   map[string]*entry
+	backlog   []string      // ids of re-publishes in resync order (an id whose entry is no longer backlog is skipped)
+	fed       chan struct{} // a re-publish joined the backlog
 	stream    streamState
 	gen       uint64
 	delivered []func(id string, st status.Status)
@@ -219,7 +226,7 @@ func New(o Options) *Publisher {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	p := &Publisher{
-		o: o, log: o.Log, entries: map[string]*entry{},
+		o: o, log: o.Log, entries: map[string]*entry{}, fed: make(chan struct{}, 1),
 	}
 	p.m = newMetrics(o.Registry, p.pendingCount, p.noStreamGauge)
 	return p
@@ -314,6 +321,18 @@ func (p *Publisher) Report(id string, st status.Status, message string) {
 		p.mu.Unlock()
 		return
 	}
+	if e.pending == nil && e.acked != nil && *e.acked == s {
+		// Unchanged since its last ack, reported again after a resync: it waits its turn in the backlog.
+		e.pending, e.backlog = &s, true
+		p.backlog = append(p.backlog, id)
+		p.mu.Unlock()
+		select {
+		case p.fed <- struct{}{}:
+		default:
+		}
+		return
+	}
+	e.backlog = false // a change: scheduled now (its place in the backlog, if any, is skipped)
 	e.pending = &s
 	delay := time.Duration(0)
 	if !e.lastPublish.IsZero() {
@@ -344,12 +363,13 @@ func (p *Publisher) add(id string, after time.Duration) {
 	}
 }
 
-// Delivered reports whether the bus acknowledged this status as the instance's latest.
+// Delivered reports whether the bus acknowledged this status as the instance's latest (a re-publish of it still
+// waiting does not make it less delivered).
 func (p *Publisher) Delivered(id string, st status.Status) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.entries[id]
-	return e != nil && e.acked != nil && e.acked.status == string(st) && e.pending == nil
+	return e != nil && e.acked != nil && e.acked.status == string(st) && (e.pending == nil || *e.pending == *e.acked)
 }
 
 // Forget drops an instance whose deletion is complete; one with a status still undelivered is dropped once that
@@ -386,7 +406,7 @@ func (p *Publisher) retryNow() {
 	p.mu.Lock()
 	var ids []string
 	for id, e := range p.entries {
-		if e.pending != nil {
+		if e.pending != nil && !e.backlog {
 			ids = append(ids, id)
 			e.dueAt = time.Now()
 		}
@@ -440,6 +460,12 @@ func (p *Publisher) Start(ctx context.Context) error {
 	}
 	p.retryNow() // whatever is pending from before this term
 	var wg sync.WaitGroup
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.feedBacklog(feedCtx, q)
+	}()
 	for i := 0; i < p.o.Workers; i++ {
 		wg.Add(1)
 		go func() {
@@ -453,12 +479,53 @@ func (p *Publisher) Start(ctx context.Context) error {
 	p.flush(fctx)
 	cancel()
 	p.queue.CompareAndSwap(&q, nil)
+	stopFeed()
 	q.ShutDown()
 	wg.Wait()
 	p.mu.Lock()
 	clear(p.entries)
+	p.backlog = nil
 	p.mu.Unlock()
 	return nil
+}
+
+// feedBacklog moves re-publishes from the backlog to the queue while the queue holds fewer than Workers items,
+// until ctx ends.
+func (p *Publisher) feedBacklog(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) {
+	wait := time.NewTimer(time.Hour)
+	defer wait.Stop()
+	for {
+		var ids []string
+		p.mu.Lock()
+		for room := p.o.Workers - q.Len(); room > len(ids) && len(p.backlog) > 0; {
+			id := p.backlog[0]
+			p.backlog = p.backlog[1:]
+			if e := p.entries[id]; e != nil && e.backlog {
+				e.backlog, e.dueAt = false, time.Now()
+				ids = append(ids, id)
+			}
+		}
+		more := len(p.backlog) > 0
+		if !more {
+			p.backlog = nil // let the drained array go
+		}
+		p.mu.Unlock()
+		for _, id := range ids {
+			q.Add(id)
+		}
+		// With more waiting, look again shortly (the queue drains as publishes are acked); else wait for a resync.
+		idle := time.Hour
+		if more {
+			idle = 5 * time.Millisecond
+		}
+		wait.Reset(idle)
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.fed:
+		case <-wait.C:
+		}
+	}
 }
 
 // Close closes the NATS connection (process shutdown). Every publish waited for its ack, so nothing is buffered.

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -384,4 +385,66 @@ func TestUpdatingStatusOnTheWire(t *testing.T) {
 			t.Errorf("updatingStatus %q, %s: published %q (%v), want %q", tc.setting, tc.st, d.Status, err, tc.want)
 		}
 	}
+}
+
+// A resync re-publishes every unchanged status; a real change reported meanwhile must not queue behind all of them
+// (at 10,000 clusters that was a 38 s wait): it goes out after at most a few, and every re-publish still goes out.
+func TestResyncDoesNotDelayAChange(t *testing.T) {
+	const n = 1000
+	url, _ := startNATS(t, true)
+	p := startPublisher(t, Options{URL: url})
+	id := func(i int) string { return fmt.Sprintf("inst-%04d", i) }
+	for i := 0; i < n; i++ {
+		p.Report(id(i), status.Provisioning, "before")
+	}
+	waitTrue(t, func() bool { return p.pendingCount() == 0 })
+
+	r, err := devhub.NewEventReader(context.Background(), url, "dcm.providers.test-sp.cluster.instances.*.status", nats.Name("resync-reader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	skip := n // the first round, replayed by the stream
+	p.Resync()
+	for i := 0; i < n; i++ {
+		p.Report(id(i), status.Provisioning, "before") // unchanged: re-published
+	}
+	doneBefore := n - int(p.pendingCount())       // re-publishes acked before the change is reported
+	p.Report(id(n-1), status.Ready, "the change") // the last one resynced, changed right after
+	if !p.Delivered(id(0), status.Provisioning) {
+		t.Fatal("a status waiting only to be re-published no longer counts as delivered")
+	}
+	republished, changeAt := 0, -1
+	deadline := time.Now().Add(30 * time.Second)
+	for (changeAt < 0 || republished < n-1) && time.Now().Before(deadline) {
+		ev, ok, err := r.Next(200 * time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			continue
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if d := data(t, ev); d.Message == "the change" {
+			changeAt = republished
+		} else {
+			republished++
+		}
+	}
+	if changeAt < 0 {
+		t.Fatalf("the change was not delivered (%d re-publishes were)", republished)
+	}
+	if republished < n-1 {
+		t.Fatalf("%d of %d re-publishes delivered", republished, n-1)
+	}
+	// Ahead of it, besides those already acked when it came, at most what the queue and the workers held then:
+	// 2 × Workers (a plain FIFO queue would have put all n-1 ahead).
+	ahead := changeAt - doneBefore
+	if limit := 2 * p.Options().Workers; ahead > limit {
+		t.Fatalf("the change went out after %d re-publishes reported before it (%d were out already), want at most %d", ahead, doneBefore, limit)
+	}
+	t.Logf("the change went out after %d of %d re-publishes (%d of them acked before it was reported)", changeAt, n-1, doneBefore)
 }
