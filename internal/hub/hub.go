@@ -170,8 +170,8 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	sel := meta.Selector()
 	ns := map[string]cache.Config{opts.Namespace: {}}
 	byObject := map[client.Object]cache.ByObject{
-		&hyperv1.HostedCluster{}:    {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue()},
-		&hyperv1.NodePool{}:         {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue()},
+		&hyperv1.HostedCluster{}:    {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
+		&hyperv1.NodePool{}:         {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
 		secretMetadata():            {Namespaces: ns, UnsafeDisableDeepCopy: ptrTrue()},
 		&clusterv1.ManagedCluster{}: {Label: sel, UnsafeDisableDeepCopy: ptrTrue()},
 		&corev1.Namespace{}:         {Label: labels.SelectorFromSet(nil).Add(mustExists(ClusterNamespaceLabel)), UnsafeDisableDeepCopy: ptrTrue()},

@@ -1,0 +1,82 @@
+package hub
+
+import (
+	configv1 "github.com/openshift/api/config/v1"
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+)
+
+// The informers keep every HostedCluster and NodePool of the namespace for as long as it exists, so what they keep
+// of each is what the SP's memory grows with. These transforms keep what the SP reads — the status function,
+// the resource view, the reconciler's convergence and the day-2 decisions — and drop the rest of the operator's
+// spec and status (on a real hub most of the object: services, networking, etcd, platform details, the platform
+// and configuration status, a long version history). Writes never start from a cached object's fields beyond
+// these: the SP patches only what it changes (merge patches, or a diff of two trimmed copies).
+//
+// trim_test.go checks that the status, the resource view and the day-2 state read from a trimmed object equal
+// those read from the full one, for every step of the simulated timeline and the recorded shapes.
+
+// TrimHostedCluster keeps of a HostedCluster its metadata and:
+//   - spec: release image, infraID, controller availability policy, platform type, DNS, ingress configuration;
+//   - status: conditions, version (history up to and including the newest Completed entry), kubeconfig
+//     reference, control plane endpoint.
+func TrimHostedCluster(hc *hyperv1.HostedCluster) *hyperv1.HostedCluster {
+	out := &hyperv1.HostedCluster{TypeMeta: hc.TypeMeta, ObjectMeta: hc.ObjectMeta}
+	out.Spec.Release = hc.Spec.Release
+	out.Spec.InfraID = hc.Spec.InfraID
+	out.Spec.ControllerAvailabilityPolicy = hc.Spec.ControllerAvailabilityPolicy
+	out.Spec.Platform.Type = hc.Spec.Platform.Type
+	out.Spec.DNS = hyperv1.DNSSpec{BaseDomain: hc.Spec.DNS.BaseDomain, BaseDomainPrefix: hc.Spec.DNS.BaseDomainPrefix}
+	if cfg := hc.Spec.Configuration; cfg != nil && cfg.Ingress != nil {
+		out.Spec.Configuration = &hyperv1.ClusterConfiguration{Ingress: &configv1.IngressSpec{Domain: cfg.Ingress.Domain, AppsDomain: cfg.Ingress.AppsDomain}}
+	}
+	out.Status.Conditions = hc.Status.Conditions
+	out.Status.KubeConfig = hc.Status.KubeConfig
+	out.Status.ControlPlaneEndpoint = hc.Status.ControlPlaneEndpoint
+	if v := hc.Status.Version; v != nil {
+		kept := *v
+		kept.History = historyToCompleted(v.History)
+		out.Status.Version = &kept
+	}
+	return out
+}
+
+// historyToCompleted is the version history (newest first) up to and including its newest Completed entry: the
+// newest entry (the rollout in progress) and the version the cluster last completed are all the SP reads.
+func historyToCompleted(h []configv1.UpdateHistory) []configv1.UpdateHistory {
+	for i := range h {
+		if h[i].State == configv1.CompletedUpdate {
+			return h[: i+1 : i+1]
+		}
+	}
+	return h
+}
+
+// TrimNodePool keeps of a NodePool its metadata, its status and, of its spec: replicas, autoscaling, release and
+// platform (type and KubeVirt compute and storage, which a resize compares).
+func TrimNodePool(np *hyperv1.NodePool) *hyperv1.NodePool {
+	out := &hyperv1.NodePool{TypeMeta: np.TypeMeta, ObjectMeta: np.ObjectMeta, Status: np.Status}
+	out.Spec.ClusterName = np.Spec.ClusterName
+	out.Spec.Replicas = np.Spec.Replicas
+	out.Spec.AutoScaling = np.Spec.AutoScaling
+	out.Spec.Release = np.Spec.Release
+	out.Spec.Platform.Type = np.Spec.Platform.Type
+	if kv := np.Spec.Platform.Kubevirt; kv != nil {
+		out.Spec.Platform.Kubevirt = &hyperv1.KubevirtNodePoolPlatform{Compute: kv.Compute, RootVolume: kv.RootVolume}
+	}
+	return out
+}
+
+// trimTransform is the informers' transform for HostedClusters and NodePools: stripTransform, then the trims above.
+func trimTransform(obj any) (any, error) {
+	obj, err := stripTransform(obj)
+	if err != nil {
+		return obj, err
+	}
+	switch o := obj.(type) {
+	case *hyperv1.HostedCluster:
+		return TrimHostedCluster(o), nil
+	case *hyperv1.NodePool:
+		return TrimNodePool(o), nil
+	}
+	return obj, nil
+}
