@@ -121,26 +121,36 @@ func (s *Server) ListClusters(ctx context.Context, req apigen.ListClustersReques
 	if err != nil {
 		return nil, err
 	}
-	// The body of api.ClusterList, written from each cluster's cached encoding.
-	var buf bytes.Buffer
-	buf.WriteByte('{')
-	if next != "" {
-		tok, err := json.Marshal(next)
+	// The body of api.ClusterList, written from each cluster's cached encoding into one buffer of the right size.
+	items := make([][]byte, len(list))
+	n := 64
+	for i := range list {
+		item, err := listEncoding(&list[i])
 		if err != nil {
 			return nil, err
 		}
+		items[i] = item
+		n += len(item) + 1
+	}
+	var tok []byte
+	if next != "" {
+		var err error
+		if tok, err = json.Marshal(next); err != nil {
+			return nil, err
+		}
+		n += len(tok)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n))
+	buf.WriteByte('{')
+	if tok != nil {
 		buf.WriteString(`"next_page_token":`)
 		buf.Write(tok)
 		buf.WriteByte(',')
 	}
 	buf.WriteString(`"results":[`)
-	for i := range list {
+	for i, item := range items {
 		if i > 0 {
 			buf.WriteByte(',')
-		}
-		item, err := listEncoding(&list[i])
-		if err != nil {
-			return nil, err
 		}
 		buf.Write(item)
 	}
