@@ -21,6 +21,16 @@ type EventReader struct {
 // NewEventReader reads, from the beginning of StatusStream, the messages on subject (wildcards allowed); opts
 // carry credentials for servers that require them.
 func NewEventReader(ctx context.Context, url, subject string, opts ...nats.Option) (*EventReader, error) {
+	return newEventReader(ctx, url, subject, jetstream.DeliverAllPolicy, opts)
+}
+
+// NewEventTail reads only the messages on subject stored after it was opened: a latency measurement must not wait
+// while a reader replays the stream's history.
+func NewEventTail(ctx context.Context, url, subject string, opts ...nats.Option) (*EventReader, error) {
+	return newEventReader(ctx, url, subject, jetstream.DeliverNewPolicy, opts)
+}
+
+func newEventReader(ctx context.Context, url, subject string, from jetstream.DeliverPolicy, opts []nats.Option) (*EventReader, error) {
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, err
@@ -30,7 +40,7 @@ func NewEventReader(ctx context.Context, url, subject string, opts ...nats.Optio
 		nc.Close()
 		return nil, err
 	}
-	cons, err := js.OrderedConsumer(ctx, StatusStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	cons, err := js.OrderedConsumer(ctx, StatusStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: from})
 	if err != nil {
 		nc.Close()
 		return nil, err
