@@ -53,12 +53,12 @@ test: $(HUB_BIN)/.complete ## run every test with the race detector (unit and in
 BENCH_PKGS ?= ./internal/app/
 
 .PHONY: bench
-bench: $(HUB_BIN)/.complete build ## benchmarks (~25 min): the SP process on a seeded local hub at 1,000 and 10,000 clusters: GET/LIST p50/p99 at c=1/8, creates/s, RSS/heap, event latency, start → ready; prints a table (bin/bench-report.md)
+bench: $(HUB_BIN)/.complete build ## benchmarks (~10 min on a quiet 2-core machine): the SP process on a seeded local hub at 1,000 and 10,000 clusters: GET/LIST p50/p99 at c=1/8, creates/s, RSS/heap, event latency, start → ready; prints a table (bin/bench-report.md)
 	BENCH_SP_BIN=$(CURDIR)/$(BIN) BENCH_REPORT=$(CURDIR)/bin/bench-report.md \
 		go test -run '^$$' -bench . -benchtime 3s -timeout 90m $(BENCH_PKGS)
 
 .PHONY: chaos
-chaos: $(HUB_BIN)/.complete build ## chaos suite (not in make test, ~45 min): two SP processes on the local hub; kill -9, NATS outage, hub faults, API server restart, load; prints a table, fails on any loss
+chaos: $(HUB_BIN)/.complete build ## chaos suite (not in make test, ~35 min): two SP processes on the local hub; kill -9, NATS outage, hub faults, API server restart, load; prints a table, fails on any loss
 	CHAOS_SP_BIN=$(CURDIR)/$(BIN) CHAOS_REPORT=$(CURDIR)/bin/chaos-report.md CHAOS_LOG_DIR=$(CURDIR)/bin/chaos-logs \
 		go test -tags chaos -run TestChaos -v -count=1 -timeout 150m ./internal/chaos/
 
