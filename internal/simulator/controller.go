@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/workqueue"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,7 +71,11 @@ func (s *Simulator) SetupWithManager(mgr ctrl.Manager) error {
 		})).
 		// The Agent provider watches Agents: one reserved for a cluster later is bound when it appears.
 		Watches(agentWatch(), handler.EnqueueRequestsFromMapFunc(s.clustersOfAgent)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		// Any failed reconcile is retried within a second: the default limiter backs off per key up to 1,000 s,
+		// and a loaded test machine's timeouts and throttling (not only conflicts, handled below) could then leave
+		// a cluster's simulated operator idle for longer than any test waits.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, time.Second)}).
 		Complete(s)
 }
 
