@@ -16,6 +16,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/events"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
 	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
 )
@@ -228,7 +229,7 @@ func checkUnauthenticatedWarning(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("allowUnauthenticated: %v", err)
 	}
-	var buf syncBuffer
+	var buf testlog.Buffer
 	a := &App{Config: &cfg, log: slog.New(slog.NewTextHandler(&buf, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,29 +22,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
 const authGroup = "clusters.acm-cluster-sp.dcm.io"
-
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // rbacFixture creates, in namespace ns of the hub, ServiceAccounts and the RBAC the security tests grant them.
 type rbacFixture struct {
@@ -197,7 +179,7 @@ func TestAuthKubernetes(t *testing.T) {
 	cfg.TLSCertFile = testpki.WriteFile(t, dir, "tls.crt", serving.CertPEM)
 	cfg.TLSKeyFile = testpki.WriteFile(t, dir, "tls.key", serving.KeyPEM)
 	cfg.ClientCAFile = testpki.WriteFile(t, dir, "client-ca.crt", clientCA.CertPEM)
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	sp := startSP(t, cfg, Options{Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	base := sp.URL
 	tlsClient := func(certs ...tls.Certificate) *http.Client {
@@ -436,7 +418,7 @@ func TestNATSPasswordNeverShown(t *testing.T) {
 	cfg := testConfig("restricted")
 	cfg.ProviderName = "sp-natspw"
 	cfg.NATSURL = "nats://sp:hunter2-secret@" + l.Addr().String()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	sp := startSP(t, cfg, Options{Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	var nats api.HealthCheck
 	waitFor(t, 20*time.Second, "the nats check reports the outage", func() bool {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,28 +17,16 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/cli"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
-
-// syncBuffer is a bytes.Buffer safe for the dev command's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // startDev runs `acm-cluster-sp dev` in this process and returns the environment it writes once ready.
 func startDev(t *testing.T) map[string]string {
 	t.Helper()
 	envFile := filepath.Join(t.TempDir(), "dev.env")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errs syncBuffer
+	var out, errs testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, []string{"dev", "--env-file", envFile, "--ready-after", "3s", "--listen-address", "127.0.0.1:0", "--status-debounce", "200ms"}, &out, &errs, New)

@@ -1,14 +1,12 @@
 package devcmd
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
 	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testlog"
 )
 
 func TestEnvLines(t *testing.T) {
@@ -28,19 +27,6 @@ func TestEnvLines(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the writer goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // TestDev runs `dev` end to end (its own hub) and uses it the way its output says: kubectl through the proxy sees
 // the demo cluster's Machines in the standard groups and not the platform's; kubectl directly sees them stored
 // private, and the platform's Machine in the standard CRD; the env file names it all.
@@ -50,7 +36,7 @@ func TestDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan Env, 1)
 	done := make(chan error, 1)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	begin := time.Now()
 	go func() {
 		done <- Run(ctx, Options{StateDir: filepath.Join(dir, "state"), EnvFile: envFile, LegacyClusters: 1, Migrate: true,

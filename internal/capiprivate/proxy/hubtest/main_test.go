@@ -34,6 +34,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
 )
 
@@ -303,25 +304,8 @@ type proxyProcess struct {
 	kubeconfig string
 	args       []string
 	cmd        *exec.Cmd
-	out        *lockedBuffer
+	out        *testlog.Buffer
 	exited     chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startProxyProcess starts the binary with extra args and waits until it is ready.
@@ -372,7 +356,7 @@ func (pp *proxyProcess) start() {
 	args := append([]string{"proxy", "--upstream-kubeconfig", pp.kubeconfig, "--listen-fd", "3", "--metrics-listen-fd", "4"}, pp.args...)
 	pp.cmd = exec.Command(capiPrivateBinary(t), args...)
 	pp.cmd.ExtraFiles = []*os.File{lf, mf}
-	pp.out = &lockedBuffer{}
+	pp.out = &testlog.Buffer{}
 	pp.cmd.Stdout, pp.cmd.Stderr = pp.out, pp.out
 	if err := pp.cmd.Start(); err != nil {
 		t.Fatal(err)
