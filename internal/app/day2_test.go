@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -37,20 +36,18 @@ func (sp *testSP) patch(t testing.TB, id, body, ifMatch string) (int, http.Heade
 	if ifMatch != "" {
 		req.Header.Set("If-Match", ifMatch)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	code, header, data := send(t, req)
 	var c api.Cluster
-	if resp.StatusCode == http.StatusOK {
+	if code == http.StatusOK {
 		if err := json.Unmarshal(data, &c); err != nil {
 			t.Fatalf("PATCH response %s: %v", data, err)
 		}
 	}
-	return resp.StatusCode, resp.Header, c, data
+	return code, header, c, data
 }
+
+// day2Platforms are the platforms every day-2 operation is tested on, with the 4.17 create body of each.
+var day2Platforms = []struct{ name, body string }{{"kubevirt", kubevirt417}, {"baremetal", baremetal417}}
 
 // readyCluster creates a cluster and waits until it is READY.
 func readyCluster(t *testing.T, sp *testSP, prefix, body string) (id, name string) {
@@ -134,7 +131,7 @@ func propertyReadyUpdatingReady(t *testing.T, seq []string) {
 // openshift_version, kubeconfig kept during UPDATING.
 func TestDay2Upgrade(t *testing.T) {
 	sp := shared(t)
-	for _, platform := range []struct{ name, body string }{{"kubevirt", kubevirt417}, {"baremetal", baremetal417}} {
+	for _, platform := range day2Platforms {
 		t.Run(platform.name, func(t *testing.T) {
 			id, name := readyCluster(t, sp, "up-"+platform.name[:2], platform.body)
 			code, hdr, c, raw := sp.patch(t, id, `{"spec":{"version":"4.18"}}`, "")
@@ -197,7 +194,7 @@ func TestDay2UpgradeMessages(t *testing.T) {
 // BareMetal the extra Agents are reserved before the answer and the surplus released after the scale-down.
 func TestDay2Scale(t *testing.T) {
 	sp := shared(t)
-	for _, platform := range []struct{ name, body string }{{"kubevirt", kubevirt417}, {"baremetal", baremetal417}} {
+	for _, platform := range day2Platforms {
 		t.Run(platform.name, func(t *testing.T) {
 			id, name := readyCluster(t, sp, "sc-"+platform.name[:2], platform.body)
 			if platform.name == "baremetal" {
@@ -485,7 +482,7 @@ func TestDay2Events(t *testing.T) {
 // READY within the bounds; bare metal reserves max Agents before answering; off again sets a count.
 func TestDay2Autoscaling(t *testing.T) {
 	sp := shared(t)
-	for _, platform := range []struct{ name, body string }{{"kubevirt", kubevirt417}, {"baremetal", baremetal417}} {
+	for _, platform := range day2Platforms {
 		t.Run(platform.name, func(t *testing.T) {
 			id, name := readyCluster(t, sp, "as-"+platform.name[:2], platform.body)
 			on := `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":3,"max":4}}}}}`

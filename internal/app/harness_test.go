@@ -189,6 +189,12 @@ func do(t testing.TB, method, url, contentType string, body []byte) (int, http.H
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	return send(t, req)
+}
+
+// send sends a prepared request and returns status, headers and body.
+func send(t testing.TB, req *http.Request) (int, http.Header, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
