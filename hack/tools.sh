@@ -16,12 +16,26 @@ SCRATCH=$CACHE_ROOT/scratch
 start=$(date +%s)
 step() { printf '[tools %4ds] %s\n' "$(( $(date +%s) - start ))" "$*" >&2; }
 
+# reports LINE CMD...: CMD's output holds LINE as a whole line. The output is captured in full before it is
+# searched: `CMD | grep -q` under pipefail fails at random, since grep exits at its first match and CMD then dies of
+# SIGPIPE writing its next line (kubectl prints several).
+reports() { local out; out=$("${@:2}" 2>/dev/null) || return 1; grep -qxF -- "$1" <<<"$out"; }
 have_apiserver() { [ -x "$OUT/kube-apiserver" ] && [ "$("$OUT/kube-apiserver" --version 2>/dev/null)" = "Kubernetes $K8S_VERSION" ]; }
-have_kubectl()   { [ -x "$OUT/kubectl" ] && "$OUT/kubectl" version --client 2>/dev/null | grep -q "Client Version: $K8S_VERSION\$"; }
+have_kubectl()   { [ -x "$OUT/kubectl" ] && reports "Client Version: $K8S_VERSION" "$OUT/kubectl" version --client; }
 have_kcm()       { [ -x "$OUT/kube-controller-manager" ] && [ "$("$OUT/kube-controller-manager" --version 2>/dev/null)" = "Kubernetes $K8S_VERSION" ]; }
-have_etcd()      { [ -x "$OUT/etcd" ] && "$OUT/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}\$"; }
+have_etcd()      { [ -x "$OUT/etcd" ] && reports "etcd Version: ${ETCD_VERSION#v}" "$OUT/etcd" --version; }
 
-if [ -f "$OUT/.complete" ] && have_apiserver && have_kubectl && have_kcm && have_etcd; then
+complete() { [ -f "$OUT/.complete" ] && have_apiserver && have_kubectl && have_kcm && have_etcd; }
+
+# --check: only say whether the cache is complete (exit 0) or not (exit 1); never build. The tests run it against
+# stub binaries, so a defect in these checks shows without a cold build.
+if [ "${1:-}" = --check ]; then
+  if complete; then step "hub binaries up to date in $OUT"; echo "$OUT"; exit 0; fi
+  for b in apiserver kubectl kcm etcd; do have_$b || step "$b: missing or not the pinned version"; done
+  exit 1
+fi
+
+if complete; then
   step "hub binaries up to date in $OUT"
   echo "$OUT"
   exit 0
