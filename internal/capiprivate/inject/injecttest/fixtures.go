@@ -1,0 +1,156 @@
+// Package injecttest holds what the sidecar injection is tested against, for tests and the dev command only:
+// HyperShift's own rendered objects (Deployments, ServiceAccounts, Roles and bindings of each CAPI-dependent
+// component and of the operator), recorded as YAML under testdata/hypershift with their source in
+// openshift/hypershift, and a kubelet stand-in that materializes what an admitted Pod's container would see —
+// its environment and the files of its volumes — so a client can be built from exactly that.
+//
+// It is test and dev machinery: import it only from tests and the dev command, never from a production path.
+package injecttest
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed testdata/hypershift
+var recorded embed.FS
+
+// The recorded components: the per-control-plane components that talk CAPI (their pods carry
+// hypershift.openshift.io/control-plane-component: <name>) and the HyperShift operator.
+var (
+	ControlPlaneComponents = []string{
+		"cluster-api", "capi-provider", "cluster-autoscaler", "machine-approver",
+		"hosted-cluster-config-operator", "karpenter-operator",
+	}
+	Operator = "operator"
+)
+
+// Placeholders HyperShift's fixtures use for the control plane namespace and the operator's namespace.
+const (
+	hcpPlaceholder      = "hcp-namespace"
+	hcpAssetPlaceholder = "HCP_NAMESPACE"
+	operatorNamespace   = "hypershift"
+)
+
+// Fixture is one component's recorded objects, placed in a namespace. Absent kinds are nil.
+type Fixture struct {
+	Component          string
+	Deployment         *appsv1.Deployment
+	ServiceAccount     *corev1.ServiceAccount
+	Role               *rbacv1.Role
+	RoleBinding        *rbacv1.RoleBinding
+	ClusterRole        *rbacv1.ClusterRole
+	ClusterRoleBinding *rbacv1.ClusterRoleBinding
+	// Sources maps each file to the upstream path it records (its second comment line).
+	Sources map[string]string
+}
+
+// Load reads component's recorded objects and places them in namespace: HyperShift's placeholder namespaces are
+// replaced, and server-set fields (resourceVersion, ownerReferences to a HostedControlPlane with no uid) cleared.
+func Load(component, namespace string) (*Fixture, error) {
+	dir := path.Join("testdata/hypershift", component)
+	entries, err := fs.ReadDir(recorded, dir)
+	if err != nil {
+		return nil, fmt.Errorf("no recorded fixture %q: %w", component, err)
+	}
+	f := &Fixture{Component: component, Sources: map[string]string{}}
+	for _, e := range entries {
+		raw, err := recorded.ReadFile(path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		f.Sources[e.Name()] = sourceOf(raw)
+		if err := f.decode(e.Name(), place(raw, component, namespace)); err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", component, e.Name(), err)
+		}
+	}
+	f.normalize(namespace)
+	return f, nil
+}
+
+// place rewrites the control plane placeholders (which HyperShift renders as the namespace everywhere: labels,
+// affinities, names); the operator's namespace is set structurally in normalize.
+func place(raw []byte, component, namespace string) []byte {
+	if component == Operator {
+		return raw
+	}
+	raw = bytes.ReplaceAll(raw, []byte(hcpAssetPlaceholder), []byte(namespace))
+	return bytes.ReplaceAll(raw, []byte(hcpPlaceholder), []byte(namespace))
+}
+
+func sourceOf(raw []byte) string {
+	lines := strings.SplitN(string(raw), "\n", 3)
+	if len(lines) < 2 {
+		return ""
+	}
+	return strings.TrimSpace(strings.TrimPrefix(lines[1], "#"))
+}
+
+func (f *Fixture) decode(file string, raw []byte) error {
+	targets := map[string]any{
+		"deployment.yaml": &f.Deployment, "serviceaccount.yaml": &f.ServiceAccount, "role.yaml": &f.Role,
+		"rolebinding.yaml": &f.RoleBinding, "clusterrole.yaml": &f.ClusterRole, "clusterrolebinding.yaml": &f.ClusterRoleBinding,
+	}
+	t, ok := targets[file]
+	if !ok {
+		return fmt.Errorf("unexpected file")
+	}
+	return yaml.UnmarshalStrict(raw, t)
+}
+
+func (f *Fixture) normalize(namespace string) {
+	var namespaced []metav1.Object
+	if f.Deployment != nil {
+		namespaced = append(namespaced, f.Deployment)
+	}
+	if f.ServiceAccount != nil {
+		namespaced = append(namespaced, f.ServiceAccount)
+	}
+	if f.Role != nil {
+		namespaced = append(namespaced, f.Role)
+	}
+	if f.RoleBinding != nil {
+		namespaced = append(namespaced, f.RoleBinding)
+		setSubjectNamespaces(f.RoleBinding.Subjects, namespace)
+	}
+	for _, m := range namespaced {
+		m.SetNamespace(namespace)
+		m.SetResourceVersion("")
+		m.SetOwnerReferences(nil)
+	}
+	if f.ClusterRoleBinding != nil {
+		setSubjectNamespaces(f.ClusterRoleBinding.Subjects, namespace)
+	}
+}
+
+func setSubjectNamespaces(subjects []rbacv1.Subject, namespace string) {
+	for i := range subjects {
+		if subjects[i].Kind == rbacv1.ServiceAccountKind {
+			subjects[i].Namespace = namespace
+		}
+	}
+}
+
+// Pod is the Pod the Deployment's ReplicaSet would create (before admission): the template's metadata and spec,
+// named name.
+func (f *Fixture) Pod(name string) *corev1.Pod {
+	t := f.Deployment.Spec.Template
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: f.Deployment.Namespace,
+			Labels: maps.Clone(t.Labels), Annotations: maps.Clone(t.Annotations),
+		},
+		Spec: *t.Spec.DeepCopy(),
+	}
+}
