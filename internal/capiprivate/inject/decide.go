@@ -68,7 +68,7 @@ func Inject(pod *corev1.Pod, c *Config) (*corev1.Pod, Decision) {
 		return pod, Decision{Result: NotTarget}
 	}
 	d := Decision{Component: comp, Skipped: map[string]string{}}
-	if slices.ContainsFunc(pod.Spec.InitContainers, func(ct corev1.Container) bool { return ct.Name == SidecarName }) {
+	if PodInjected(pod) {
 		d.Result = AlreadyInjected
 		return pod, d
 	}

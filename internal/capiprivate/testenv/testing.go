@@ -21,8 +21,11 @@ import (
 //
 //	var env *testenv.Env
 //	func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
-func Main(m *testing.M, env **Env) int {
-	var opts Options
+func Main(m *testing.M, env **Env) int { return MainWith(m, env, Options{}) }
+
+// MainWith is Main with options (BinDir, ServiceAccounts; ControllerManagerOutput is set from
+// CAPI_TESTENV_VERBOSE).
+func MainWith(m *testing.M, env **Env, opts Options) int {
 	if os.Getenv("CAPI_TESTENV_VERBOSE") != "" {
 		opts.ControllerManagerOutput = os.Stderr
 	} else {
