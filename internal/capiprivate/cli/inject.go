@@ -136,7 +136,9 @@ func newRBACMirrorCommand() *cobra.Command {
 			o.Kube = cfg
 			o.Log = logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ctrl.SetLogger(o.Log)
-			o.Ready = func(m net.Addr) { fmt.Fprintf(cmd.OutOrStdout(), "capi-private rbac-mirror running, metrics on %s\n", m) }
+			o.Ready = func(m net.Addr) {
+				fmt.Fprintf(cmd.OutOrStdout(), "capi-private rbac-mirror running, metrics on %s\n", m)
+			}
 			return rbacmirror.Run(cmd.Context(), o)
 		},
 	}
