@@ -2,10 +2,10 @@ package inject_test
 
 import (
 	"crypto/x509"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
 	"testing"
 	"time"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/pki"
 )
 
