@@ -12,11 +12,15 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/stdr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -85,7 +89,23 @@ func identity(ctx context.Context, name string, rules []rbacv1.PolicyRule) (*res
 		}
 	}
 	cfg.QPS = -1
-	return cfg, nil
+	// kube-apiserver's RBAC authorizer learns the binding from its own informer: wait until it allows the first
+	// rule, or a controller started at once is refused and backs off for many seconds.
+	r := rules[0]
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: name,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]}}}
+		if err := env.Client.Create(ctx, sar); err == nil && sar.Status.Allowed {
+			return cfg, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("RBAC of %s never took effect", name)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // injector is an in-process `capi-private inject` with its own registration.
@@ -99,7 +119,7 @@ type injector struct {
 
 // startInjector runs inject.Run as injectorConfig on loopback listeners, registers its MutatingWebhookConfiguration
 // for namespaces labelled TestLabel=name, and waits until kube-apiserver sends it Pods.
-func startInjector(ctx context.Context, name string, now func() time.Time) (*injector, error) {
+func startInjector(ctx context.Context, name string, now func() time.Time, configure ...func(*inject.Config)) (*injector, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -111,6 +131,9 @@ func startInjector(ctx context.Context, name string, now func() time.Time) (*inj
 	runCtx, cancel := context.WithCancel(context.Background())
 	in := &injector{name: name, config: inject.DefaultConfig("registry.example/capi-private:test"),
 		metricsURL: "http://" + ml.Addr().String(), cancel: cancel, done: make(chan error, 1)}
+	for _, f := range configure {
+		f(&in.config)
+	}
 	go func() {
 		in.done <- inject.Run(runCtx, inject.RunOptions{
 			Config: in.config, Policy: inject.DefaultCertPolicy, Kube: injectorConfig,
@@ -128,14 +151,13 @@ func startInjector(ctx context.Context, name string, now func() time.Time) (*inj
 		return nil, err
 	}
 	if err := in.waitEffective(ctx); err != nil {
-		in.stop()
+		in.cancel() // done may have been read
 		return nil, err
 	}
 	return in, nil
 }
 
-// waitEffective creates dry-run Pods of cluster-api in a marked namespace until one comes back injected: the
-// registration has reached kube-apiserver's admission chain.
+// waitEffective waits until kube-apiserver sends the injector Pods of its namespaces.
 func (in *injector) waitEffective(ctx context.Context) error {
 	ns, err := createNamespace(ctx, "probe-"+in.name, in.name, true)
 	if err != nil {
@@ -150,20 +172,7 @@ func (in *injector) waitEffective(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	for {
-		pod := f.Pod("probe")
-		err := env.Client.Create(ctx, pod, client.DryRunAll)
-		if err == nil && inject.PodInjected(pod) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("injector %s never answered (last error %v)", in.name, err)
-		case err := <-in.done:
-			return fmt.Errorf("injector %s exited: %w", in.name, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return injecttest.WaitEffective(ctx, env.Client, ns, in.done)
 }
 
 func (in *injector) stop() error {
@@ -240,3 +249,14 @@ func createPodAs(t testing.TB, component, renderedFor, ns, name string) (*corev1
 	pod.Namespace = ns
 	return pod, env.Client.Create(context.Background(), pod)
 }
+
+// logger is the managers' log: stderr with CAPI_TESTENV_VERBOSE, else discarded.
+func logger() logr.Logger {
+	if os.Getenv("CAPI_TESTENV_VERBOSE") == "" {
+		return logr.Discard()
+	}
+	verbosity.Do(func() { stdr.SetVerbosity(4) })
+	return stdr.New(nil)
+}
+
+var verbosity sync.Once

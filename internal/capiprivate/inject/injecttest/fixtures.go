@@ -9,17 +9,20 @@ package injecttest
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"fmt"
 	"io/fs"
 	"maps"
 	"path"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
@@ -153,4 +156,60 @@ func (f *Fixture) Pod(name string) *corev1.Pod {
 		},
 		Spec: *t.Spec.DeepCopy(),
 	}
+}
+
+// WaitEffective creates dry-run cluster-api Pods in namespace ns (which must be marked for the injector and hold
+// the cluster-api ServiceAccount) until one comes back injected: the webhook registration has reached
+// kube-apiserver's admission chain. It gives up when ctx ends or stop is closed.
+func WaitEffective(ctx context.Context, c client.Client, ns string, stop <-chan error) error {
+	f, err := Load("cluster-api", ns)
+	if err != nil {
+		return err
+	}
+	for {
+		pod := f.Pod("probe")
+		err := c.Create(ctx, pod, client.DryRunAll)
+		if err == nil && injected(pod) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the injector never answered for %s (last error %v)", ns, err)
+		case err := <-stop:
+			return fmt.Errorf("the injector exited: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// injected reports whether pod carries an init container that always restarts: a native sidecar (the probe does
+// not trust the injector's own helpers).
+func injected(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			return true
+		}
+	}
+	return false
+}
+
+// RBAC is the fixture's ServiceAccount, Roles and bindings that exist, in creation order.
+func (f *Fixture) RBAC() []client.Object {
+	var out []client.Object
+	if f.ServiceAccount != nil {
+		out = append(out, f.ServiceAccount)
+	}
+	if f.Role != nil {
+		out = append(out, f.Role)
+	}
+	if f.RoleBinding != nil {
+		out = append(out, f.RoleBinding)
+	}
+	if f.ClusterRole != nil {
+		out = append(out, f.ClusterRole)
+	}
+	if f.ClusterRoleBinding != nil {
+		out = append(out, f.ClusterRoleBinding)
+	}
+	return out
 }

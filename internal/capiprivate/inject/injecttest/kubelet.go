@@ -73,7 +73,8 @@ func (v *ContainerView) InClusterConfig() (*rest.Config, error) {
 	}, nil
 }
 
-// Container materializes container name of the admitted pod (init containers included).
+// Container materializes container name of the admitted pod (init containers included). Called again, it
+// refreshes the files, as the kubelet does when a Secret or ConfigMap changes.
 func (k *Kubelet) Container(ctx context.Context, pod *corev1.Pod, name string) (*ContainerView, error) {
 	all := append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...)
 	i := slices.IndexFunc(all, func(c corev1.Container) bool { return c.Name == name })
@@ -214,10 +215,15 @@ func writeItems(dir string, data map[string][]byte, items []corev1.KeyToPath) er
 	return nil
 }
 
+// writeFile replaces dir/rel atomically (write aside, rename), as the kubelet updates a mounted volume.
 func writeFile(dir, rel string, data []byte) error {
 	p := filepath.Join(dir, rel)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(p, data, 0o600)
+	tmp := p + ".new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
 }
