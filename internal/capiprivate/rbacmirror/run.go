@@ -113,7 +113,9 @@ func Run(ctx context.Context, o RunOptions) error {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{ctrlmetrics.Registry}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !mgr.GetCache().WaitForCacheSync(r.Context()) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
 			return
 		}
