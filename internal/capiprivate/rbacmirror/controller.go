@@ -40,9 +40,9 @@ var notTwin = predicate.NewPredicateFuncs(func(o client.Object) bool { return o.
 
 // SetupWithManager registers the four reconcilers.
 func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
-	nsToAll := func(list client.ObjectList) handler.EventHandler {
+	nsToAll := func(newList func() client.ObjectList) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return c.requestsIn(ctx, list, o.GetName())
+			return c.requestsIn(ctx, newList(), o.GetName())
 		})
 	}
 	roleToBindings := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
@@ -55,11 +55,11 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	steps := []error{
 		ctrl.NewControllerManagedBy(mgr).Named("capi-private-rbac-roles").
 			For(&rbacv1.Role{}, builder.WithPredicates(notTwin)).Owns(&rbacv1.Role{}).
-			Watches(&corev1.Namespace{}, nsToAll(&rbacv1.RoleList{})).
+			Watches(&corev1.Namespace{}, nsToAll(func() client.ObjectList { return &rbacv1.RoleList{} })).
 			Complete(reconcile.Func(c.reconcileRole)),
 		ctrl.NewControllerManagedBy(mgr).Named("capi-private-rbac-rolebindings").
 			For(&rbacv1.RoleBinding{}, builder.WithPredicates(notTwin)).Owns(&rbacv1.RoleBinding{}).
-			Watches(&corev1.Namespace{}, nsToAll(&rbacv1.RoleBindingList{})).
+			Watches(&corev1.Namespace{}, nsToAll(func() client.ObjectList { return &rbacv1.RoleBindingList{} })).
 			Watches(&rbacv1.Role{}, roleToBindings, builder.WithPredicates(notTwin)).
 			Watches(&rbacv1.ClusterRole{}, clusterRoleToBindings, builder.WithPredicates(notTwin)).
 			Complete(reconcile.Func(c.reconcileRoleBinding)),
@@ -189,7 +189,7 @@ func (c *Controller) requestsIn(ctx context.Context, list client.ObjectList, nam
 		return nil
 	}
 	var out []reconcile.Request
-	_ = forEach(list, func(o client.Object) { out = append(out, reconcile.Request{NamespacedName: keyOf(o)}) })
+	_ = forEach(list, func(o client.Object) { out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}) })
 	return out
 }
 
@@ -208,7 +208,7 @@ func (c *Controller) bindingsOf(ctx context.Context, list client.ObjectList, nam
 			ref = b.RoleRef
 		}
 		if ref.Kind == kind && ref.Name == name {
-			out = append(out, reconcile.Request{NamespacedName: keyOf(o)})
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 		}
 	})
 	return out
