@@ -189,7 +189,9 @@ func (c *Controller) requestsIn(ctx context.Context, list client.ObjectList, nam
 		return nil
 	}
 	var out []reconcile.Request
-	_ = forEach(list, func(o client.Object) { out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}) })
+	_ = forEach(list, func(o client.Object) {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+	})
 	return out
 }
 

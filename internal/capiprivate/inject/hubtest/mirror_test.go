@@ -151,4 +151,3 @@ func update(t *testing.T, o client.Object) {
 	}
 	t.Fatalf("updating %s: conflicts", o.GetName())
 }
-
