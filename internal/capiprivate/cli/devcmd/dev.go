@@ -295,6 +295,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (err error) {
 	}
 	printRunning(stdout, e, o, h.Ledger.Stats(), time.Since(began), env.AuditLog)
 	inj.print(stdout, kubectlPath(o)+" --kubeconfig "+e.HubKubeconfig)
+	fmt.Fprintln(stdout, "\nCtrl-C stops everything.")
 	if o.Started != nil {
 		o.Started(e)
 	}
@@ -394,5 +395,4 @@ The proxy's metrics:
 	if o.EnvFile != "" {
 		fmt.Fprintf(w, "\nEnvironment written to %s\n", o.EnvFile)
 	}
-	fmt.Fprintln(w, "\nCtrl-C stops everything.")
 }

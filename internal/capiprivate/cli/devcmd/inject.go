@@ -200,7 +200,7 @@ func (in *injection) countTwins(ctx context.Context, c client.Client, controlPla
 // print summarizes the injected Pods: which containers go through the sidecar.
 func (in *injection) print(w io.Writer, kubectl string) {
 	fmt.Fprintf(w, "\nSidecar injection (capi-private inject at %s; Pods of namespaces labelled %s=%s):\n", in.URL, inject.MarkerLabel, inject.MarkerValue)
-	fmt.Fprintf(w, "  %-52s %-31s %-31s %s\n", "POD", "COMPONENT", "REROUTED TO THE SIDECAR", "LEFT ALONE")
+	fmt.Fprintf(w, "  %-56s %-31s %-31s %s\n", "POD", "COMPONENT", "REROUTED TO THE SIDECAR", "LEFT ALONE")
 	for _, p := range in.Pods {
 		comp := p.Labels[inject.DefaultComponentLabel]
 		if comp == "" {
@@ -213,7 +213,7 @@ func (in *injection) print(w io.Writer, kubectl string) {
 				other = append(other, c.Name)
 			}
 		}
-		fmt.Fprintf(w, "  %-52s %-31s %-31s %s\n", p.Namespace+"/"+p.Name, comp, strings.Join(rerouted, ","), orNone(other))
+		fmt.Fprintf(w, "  %-56s %-31s %-31s %s\n", p.Namespace+"/"+p.Name, comp, strings.Join(rerouted, ","), orNone(other))
 	}
 	fmt.Fprintf(w, "  every one: init container %s (restartPolicy Always) serving 127.0.0.1:%d; rerouted containers get KUBERNETES_SERVICE_HOST/PORT and the volume %s (ca.crt from Secret %s)\n",
 		inject.SidecarName, inject.DefaultPort, inject.APIAccessVolume, inject.LoopbackSecret)
