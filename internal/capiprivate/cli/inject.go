@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
@@ -35,13 +36,10 @@ func newInjectCommand() *cobra.Command {
 			if err := injectConfig(&o.Config, operatorSelector, reroutes, cpuRequest, memRequest, memLimit); err != nil {
 				return err
 			}
-			cfg, err := restConfig(kubeconfig)
-			if err != nil {
+			var err error
+			if o.Kube, o.Log, err = controllerSetup(cmd, kubeconfig); err != nil {
 				return err
 			}
-			o.Kube = cfg
-			o.Log = logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			ctrl.SetLogger(o.Log)
 			o.Ready = func(w, m net.Addr) {
 				fmt.Fprintf(cmd.OutOrStdout(), "capi-private inject serving %s on %s, metrics on %s\n", inject.Path, w, m)
 			}
@@ -71,6 +69,17 @@ func newInjectCommand() *cobra.Command {
 	f.DurationVar(&o.Policy.CAValidity, "loopback-ca-validity", o.Policy.CAValidity, "lifetime of each namespace's loopback CA (rotated with a third left)")
 	f.DurationVar(&o.Policy.CertValidity, "loopback-cert-validity", o.Policy.CertValidity, "lifetime of the sidecar's serving certificate (renewed with a third left)")
 	return cmd
+}
+
+// controllerSetup loads the kubeconfig and sets controller-runtime's logger to one writing to the command's stderr.
+func controllerSetup(cmd *cobra.Command, kubeconfig string) (*rest.Config, logr.Logger, error) {
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil, logr.Logger{}, err
+	}
+	log := logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	ctrl.SetLogger(log)
+	return cfg, log, nil
 }
 
 // injectConfig applies the flags that need parsing to c.
@@ -129,13 +138,9 @@ func newRBACMirrorCommand() *cobra.Command {
 				return fmt.Errorf("--namespace-selector: %w", err)
 			}
 			o.NamespaceSelector = sel
-			cfg, err := restConfig(kubeconfig)
-			if err != nil {
+			if o.Kube, o.Log, err = controllerSetup(cmd, kubeconfig); err != nil {
 				return err
 			}
-			o.Kube = cfg
-			o.Log = logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			ctrl.SetLogger(o.Log)
 			o.Ready = func(m net.Addr) {
 				fmt.Fprintf(cmd.OutOrStdout(), "capi-private rbac-mirror running, metrics on %s\n", m)
 			}

@@ -50,16 +50,20 @@ func testConfig() *inject.Config {
 	return &c
 }
 
-// What each recorded component must get rerouted: read from HyperShift's rendered Deployments, independently of
-// DefaultReroutes (a test of the table).
-var wantRerouted = map[string][]string{
-	"cluster-api":                    {"manager"},
-	"capi-provider":                  {"manager"},
-	"cluster-autoscaler":             {"cluster-autoscaler"},
-	"machine-approver":               {"machine-approver"},
-	"hosted-cluster-config-operator": {"hosted-cluster-config-operator"},
-	"karpenter-operator":             {"karpenter-operator"},
-	injecttest.Operator:              {"operator"},
+// TestDefaultTableIsHyperShifts: the built-in table reroutes what HyperShift's rendered Deployments say.
+func TestDefaultTableIsHyperShifts(t *testing.T) {
+	for comp, want := range injecttest.Rerouted {
+		got := inject.DefaultReroutes[comp]
+		if comp == injecttest.Operator {
+			got = inject.DefaultConfig("i").OperatorContainers
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: table %v, recorded Deployment says %v", comp, got, want)
+		}
+	}
+	if len(inject.DefaultReroutes) != len(injecttest.ControlPlaneComponents) {
+		t.Errorf("the table has %d components, %d are recorded", len(inject.DefaultReroutes), len(injecttest.ControlPlaneComponents))
+	}
 }
 
 func TestInjectRecordedComponents(t *testing.T) {
@@ -71,10 +75,10 @@ func TestInjectRecordedComponents(t *testing.T) {
 			if d.Result != inject.Injected {
 				t.Fatalf("result %s (%s), want injected", d.Result, d.Reason)
 			}
-			if !slices.Equal(d.Rerouted, wantRerouted[comp]) || len(d.Skipped) != 0 {
-				t.Fatalf("rerouted %v skipped %v, want %v", d.Rerouted, d.Skipped, wantRerouted[comp])
+			if !slices.Equal(d.Rerouted, injecttest.Rerouted[comp]) || len(d.Skipped) != 0 {
+				t.Fatalf("rerouted %v skipped %v, want %v", d.Rerouted, d.Skipped, injecttest.Rerouted[comp])
 			}
-			injecttest.CheckInjected(t, in, out, c, wantRerouted[comp])
+			injecttest.CheckInjected(t, in, out, c, injecttest.Rerouted[comp])
 		})
 	}
 }

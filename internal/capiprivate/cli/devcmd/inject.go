@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -57,20 +56,15 @@ func startInjection(ctx context.Context, env *testenv.Env, controlPlane string, 
 		}
 	}()
 	admin := env.TokenConfig(env.AdminToken)
-	cfg := inject.DefaultConfig(sidecarImage)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	ml, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	done := in.run(func(ctx context.Context) error {
-		return inject.Run(ctx, inject.RunOptions{Config: cfg, Policy: inject.DefaultCertPolicy, Kube: admin,
-			CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile, Listener: l, MetricsListener: ml,
-			Log: log.WithName("inject"), SkipNameValidation: true})
+	injector, err := injecttest.StartInjector(ctx, env.Client, injecttest.InjectorOptions{
+		Registration: WebhookName, Kube: admin, Config: inject.DefaultConfig(sidecarImage), Log: log.WithName("inject"),
+		CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile, CA: env.WebhookCA,
 	})
+	if err != nil {
+		return nil, err
+	}
+	in.URL = injector.URL
+	in.stops = append(in.stops, injector.Stop)
 	mml, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -78,17 +72,12 @@ func startInjection(ctx context.Context, env *testenv.Env, controlPlane string, 
 	in.run(func(ctx context.Context) error {
 		return rbacmirror.Run(ctx, rbacmirror.RunOptions{Kube: admin, MetricsListener: mml, Log: log.WithName("rbac-mirror"), SkipNameValidation: true})
 	})
-	in.URL = "https://" + l.Addr().String() + inject.Path
-	wh := inject.WebhookConfiguration(WebhookName, &cfg, admissionregistrationv1.WebhookClientConfig{URL: &in.URL, CABundle: env.WebhookCA})
-	if err := env.Client.Create(ctx, wh); err != nil {
-		return nil, err
-	}
 	if err := prepareNamespaces(ctx, env.Client, controlPlane); err != nil {
 		return nil, err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := injecttest.WaitEffective(waitCtx, env.Client, controlPlane, done); err != nil {
+	if err := injecttest.WaitEffective(waitCtx, env.Client, controlPlane, injector.Exited()); err != nil {
 		return nil, err
 	}
 	if err := in.createPods(ctx, env.Client, controlPlane); err != nil {
@@ -97,8 +86,8 @@ func startInjection(ctx context.Context, env *testenv.Env, controlPlane string, 
 	return in, in.countTwins(ctx, env.Client, controlPlane)
 }
 
-// run starts f until stop and returns the channel of its result.
-func (in *injection) run(f func(context.Context) error) <-chan error {
+// run starts f until stop.
+func (in *injection) run(f func(context.Context) error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f(ctx) }()
@@ -111,7 +100,6 @@ func (in *injection) run(f func(context.Context) error) <-chan error {
 			return errors.New("did not stop within 15 s")
 		}
 	})
-	return done
 }
 
 func (in *injection) stop() error {

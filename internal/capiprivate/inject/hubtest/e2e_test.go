@@ -138,7 +138,7 @@ func (e *e2eCluster) admit(t *testing.T, ctx context.Context, comp, ns string, s
 	if pd.sidecar, err = e.kubelet.Container(ctx, p, inject.SidecarName); err != nil {
 		t.Fatal(err)
 	}
-	if pd.rerouted, err = e.kubelet.Container(ctx, p, wantRerouted[comp][0]); err != nil {
+	if pd.rerouted, err = e.kubelet.Container(ctx, p, injecttest.Rerouted[comp][0]); err != nil {
 		t.Fatal(err)
 	}
 	e.pods[comp] = pd

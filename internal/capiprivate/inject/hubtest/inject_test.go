@@ -20,17 +20,6 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 )
 
-// What each recorded component must get rerouted (read off HyperShift's rendered Deployments).
-var wantRerouted = map[string][]string{
-	"cluster-api":                    {"manager"},
-	"capi-provider":                  {"manager"},
-	"cluster-autoscaler":             {"cluster-autoscaler"},
-	"machine-approver":               {"machine-approver"},
-	"hosted-cluster-config-operator": {"hosted-cluster-config-operator"},
-	"karpenter-operator":             {"karpenter-operator"},
-	injecttest.Operator:              {"operator"},
-}
-
 func allComponents() []string {
 	return append(slices.Clone(injecttest.ControlPlaneComponents), injecttest.Operator)
 }
@@ -54,7 +43,7 @@ func TestInjectedOnHub(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			injecttest.CheckInjected(t, aligned(t, before, after), after, &main.config, wantRerouted[comp])
+			injecttest.CheckInjected(t, aligned(t, before, after), after, &main.Config, injecttest.Rerouted[comp])
 		})
 	}
 }
@@ -154,7 +143,7 @@ func TestInjectorDownRefusesOnlyMatchedPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteRegistration(t, down) })
-	if err := down.stop(); err != nil {
+	if err := down.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	marked := namespace(t, "down", down.name, true)

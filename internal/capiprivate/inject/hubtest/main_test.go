@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/stdr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -68,7 +66,7 @@ func setup(ctx context.Context, e *testenv.Env) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	return func() { _ = main.stop() }, nil
+	return func() { _ = main.Stop() }, nil
 }
 
 // identity makes a client-certificate user bound to a ClusterRole of rules.
@@ -108,82 +106,48 @@ func identity(ctx context.Context, name string, rules []rbacv1.PolicyRule) (*res
 	}
 }
 
-// injector is an in-process `capi-private inject` with its own registration.
+// injector is an in-process `capi-private inject` registered for namespaces labelled TestLabel=name.
 type injector struct {
-	name       string
-	config     inject.Config
-	metricsURL string
-	cancel     context.CancelFunc
-	done       chan error
+	*injecttest.Injector
+	name string
 }
 
-// startInjector runs inject.Run as injectorConfig on loopback listeners, registers its MutatingWebhookConfiguration
-// for namespaces labelled TestLabel=name, and waits until kube-apiserver sends it Pods.
+// startInjector runs inject.Run as injectorConfig, registers it for namespaces labelled TestLabel=name, and waits
+// until kube-apiserver sends it Pods.
 func startInjector(ctx context.Context, name string, now func() time.Time, configure ...func(*inject.Config)) (*injector, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	ml, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	in := &injector{name: name, config: inject.DefaultConfig("registry.example/capi-private:test"),
-		metricsURL: "http://" + ml.Addr().String(), cancel: cancel, done: make(chan error, 1)}
+	cfg := inject.DefaultConfig("registry.example/capi-private:test")
 	for _, f := range configure {
-		f(&in.config)
+		f(&cfg)
 	}
-	go func() {
-		in.done <- inject.Run(runCtx, inject.RunOptions{
-			Config: in.config, Policy: inject.DefaultCertPolicy, Kube: injectorConfig,
-			CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile, Listener: l, MetricsListener: ml,
-			Now: now, SkipNameValidation: true,
-		})
-	}()
-	url := "https://" + l.Addr().String() + inject.Path
-	wh := inject.WebhookConfiguration("capi-private-inject-"+name, &in.config, admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: env.WebhookCA})
-	for i := range wh.Webhooks {
-		wh.Webhooks[i].NamespaceSelector.MatchLabels[TestLabel] = name
-	}
-	if err := env.Client.Create(ctx, wh); err != nil {
-		in.stop()
+	in, err := injecttest.StartInjector(ctx, env.Client, injecttest.InjectorOptions{
+		Registration: "capi-private-inject-" + name, Kube: injectorConfig, Config: cfg, Now: now,
+		CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile, CA: env.WebhookCA,
+		NamespaceLabels: map[string]string{TestLabel: name},
+	})
+	if err != nil {
 		return nil, err
 	}
-	if err := in.waitEffective(ctx); err != nil {
-		in.cancel() // done may have been read
+	ns, err := createNamespace(ctx, "probe-"+name, name, true)
+	if err == nil {
+		f, _ := injecttest.Load("cluster-api", ns)
+		err = env.Client.Create(ctx, f.ServiceAccount)
+	}
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		err = injecttest.WaitEffective(wctx, env.Client, ns, in.Exited())
+	}
+	if err != nil {
+		_ = in.Stop()
 		return nil, err
 	}
-	return in, nil
-}
-
-// waitEffective waits until kube-apiserver sends the injector Pods of its namespaces.
-func (in *injector) waitEffective(ctx context.Context) error {
-	ns, err := createNamespace(ctx, "probe-"+in.name, in.name, true)
-	if err != nil {
-		return err
-	}
-	f, err := injecttest.Load("cluster-api", ns)
-	if err != nil {
-		return err
-	}
-	if err := env.Client.Create(ctx, f.ServiceAccount); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	return injecttest.WaitEffective(ctx, env.Client, ns, in.done)
-}
-
-func (in *injector) stop() error {
-	in.cancel()
-	return <-in.done
+	return &injector{Injector: in, name: name}, nil
 }
 
 // counter reads one sample of the injector's metrics (0 if absent).
 func (in *injector) counter(t testing.TB, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(in.metricsURL + "/metrics")
+	resp, err := http.Get(in.MetricsURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func newPodSet(t *testing.T, ctx context.Context, name string) *podSet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ps.in.stop(); deleteRegistration(t, ps.in) })
+	t.Cleanup(func() { _ = ps.in.Stop(); deleteRegistration(t, ps.in) })
 	return ps
 }
 

@@ -29,6 +29,18 @@ import (
 //go:embed testdata/hypershift
 var recorded embed.FS
 
+// Rerouted is what each recorded component must get rerouted, read off HyperShift's rendered Deployments by hand
+// (independently of inject.DefaultReroutes, which tests check against it).
+var Rerouted = map[string][]string{
+	"cluster-api":                    {"manager"},
+	"capi-provider":                  {"manager"},
+	"cluster-autoscaler":             {"cluster-autoscaler"},
+	"machine-approver":               {"machine-approver"},
+	"hosted-cluster-config-operator": {"hosted-cluster-config-operator"},
+	"karpenter-operator":             {"karpenter-operator"},
+	"operator":                       {"operator"},
+}
+
 // The recorded components: the per-control-plane components that talk CAPI (their pods carry
 // hypershift.openshift.io/control-plane-component: <name>) and the HyperShift operator.
 var (
@@ -160,8 +172,8 @@ func (f *Fixture) Pod(name string) *corev1.Pod {
 
 // WaitEffective creates dry-run cluster-api Pods in namespace ns (which must be marked for the injector and hold
 // the cluster-api ServiceAccount) until one comes back injected: the webhook registration has reached
-// kube-apiserver's admission chain. It gives up when ctx ends or stop is closed.
-func WaitEffective(ctx context.Context, c client.Client, ns string, stop <-chan error) error {
+// kube-apiserver's admission chain. It gives up when ctx ends or exited is closed.
+func WaitEffective(ctx context.Context, c client.Client, ns string, exited <-chan struct{}) error {
 	f, err := Load("cluster-api", ns)
 	if err != nil {
 		return err
@@ -175,8 +187,8 @@ func WaitEffective(ctx context.Context, c client.Client, ns string, stop <-chan 
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("the injector never answered for %s (last error %v)", ns, err)
-		case err := <-stop:
-			return fmt.Errorf("the injector exited: %w", err)
+		case <-exited:
+			return fmt.Errorf("the injector exited")
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
