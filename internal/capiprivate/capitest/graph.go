@@ -121,7 +121,7 @@ func UserDataSecret(md string) string { return "user-data-" + md }
 // Objects returns every object of the hosted cluster in creation order (owners and referenced objects first):
 // the control plane namespace, HostedCluster, HostedControlPlane, KubevirtCluster, Cluster, then per
 // MachineDeployment its user-data Secret, KubevirtMachineTemplate, MachineDeployment and MachineHealthCheck, then
-// the Deployments. Cluster API objects are unstructured, in s.Groups; the others are typed.
+// the Deployments, each after its ServiceAccount. Cluster API objects are unstructured, in s.Groups; the others are typed.
 func (s HostedClusterSpec) Objects() []client.Object {
 	ns, infra := s.ControlPlaneNamespace(), s.infraID()
 	hcKey := s.Namespace + "/" + s.Name
@@ -193,7 +193,9 @@ func (s HostedClusterSpec) Objects() []client.Object {
 	}
 	if s.Deployments {
 		for _, role := range ControlPlaneRoles {
-			out = append(out, s.deployment(role))
+			// Each Deployment's ServiceAccount first, as HyperShift writes it: with ServiceAccount admission on
+			// (testenv.Options.ServiceAccounts), a Pod of a missing one is refused.
+			out = append(out, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role}}, s.deployment(role))
 		}
 	}
 	return out

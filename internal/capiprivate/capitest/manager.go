@@ -80,6 +80,7 @@ type Manager struct {
 	done   chan struct{}
 	err    error
 	once   sync.Once
+	kill   *killSwitch
 }
 
 // Leader-election timings: short, so a successor takes over quickly after a pod is killed without releasing.
@@ -143,7 +144,7 @@ func StartManager(cfg *rest.Config, o ManagerOptions) (*Manager, error) {
 		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	m := &Manager{name: o.Name, mgr: mgr, cancel: cancel, done: make(chan struct{})}
+	m := &Manager{name: o.Name, mgr: mgr, cancel: cancel, done: make(chan struct{}), kill: kill}
 	go func() {
 		defer close(m.done)
 		m.err = mgr.Start(runCtx)
@@ -193,12 +194,22 @@ func (m *Manager) Err() error {
 	}
 }
 
+// stopTimeout bounds Stop: the manager's grace period and some. A manager whose caches never synced (its identity
+// is refused a list) never returns from Start: controller-runtime waits for the sync without watching its context.
+var stopTimeout = 15 * time.Second
+
 // Stop stops the manager and waits until every controller has returned, at most the 10 s grace period, after which
-// the pod's transport refuses and cancels every request: after Stop, the pod sends nothing.
+// the pod's transport refuses and cancels every request: after Stop, the pod sends nothing. A manager still
+// running after stopTimeout is cut off the same way (like a pod killed after its grace period) and Stop reports it.
 func (m *Manager) Stop() error {
 	m.once.Do(m.cancel)
-	<-m.done
-	return m.err
+	select {
+	case <-m.done:
+		return m.err
+	case <-time.After(stopTimeout):
+		m.kill.kill()
+		return fmt.Errorf("%s did not stop within %s (caches never synced?): cut off from kube-apiserver", m.name, stopTimeout)
+	}
 }
 
 // killSwitch cuts a pod off kube-apiserver: once killed, its transport refuses new requests and cancels the ones in

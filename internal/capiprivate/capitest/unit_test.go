@@ -259,7 +259,8 @@ func TestHostedClusterObjects(t *testing.T) {
 			want := []string{"Namespace", "HostedCluster", "HostedControlPlane", "KubevirtCluster/hc-abc", "Cluster/hc-abc",
 				"Secret", "KubevirtMachineTemplate/np1", "MachineDeployment/np1", "MachineHealthCheck/np1",
 				"Secret", "KubevirtMachineTemplate/np2", "MachineDeployment/np2", "MachineHealthCheck/np2",
-				"Deployment", "Deployment", "Deployment", "Deployment", "Deployment"}
+				"ServiceAccount", "Deployment", "ServiceAccount", "Deployment", "ServiceAccount", "Deployment",
+				"ServiceAccount", "Deployment", "ServiceAccount", "Deployment"}
 			if diff := cmp.Diff(want, kinds); diff != "" {
 				t.Errorf("objects (-want +got):\n%s", diff)
 			}
@@ -290,6 +291,8 @@ func typeName(o client.Object) string {
 		return "Namespace"
 	case *corev1.Secret:
 		return "Secret"
+	case *corev1.ServiceAccount:
+		return "ServiceAccount"
 	case *appsv1.Deployment:
 		return "Deployment"
 	case *hyperv1.HostedCluster:

@@ -1,5 +1,5 @@
-// Package cli is capi-private's command line: `crds generate|install`, `webhook`, `proxy` and `migrate
-// [status]`; `dev` is in package devcmd, linked only into cmd/capi-private-dev. Commands parse flags and call into the other capiprivate packages; they hold no
+// Package cli is capi-private's command line: `crds generate|install`, `webhook`, `proxy`, `migrate [status]`,
+// `inject` and `rbac-mirror`; `dev` is in package devcmd, linked only into cmd/capi-private-dev. Commands parse flags and call into the other capiprivate packages; they hold no
 // product logic.
 package cli
 
@@ -59,7 +59,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newCRDsCommand(), newWebhookCommand(), newProxyCommand(), newMigrateCommand(), devNotInThisBuild())
+	root.AddCommand(newCRDsCommand(), newWebhookCommand(), newProxyCommand(), newMigrateCommand(), newInjectCommand(),
+		newRBACMirrorCommand(), devNotInThisBuild())
 	return root
 }
 

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -72,12 +73,19 @@ const FieldManager = "capi-private-testenv"
 // GC controllers run by the kube-controller-manager.
 var controllers = []string{"garbage-collector-controller", "namespace-controller"}
 
+// serviceAccountControllers also run with Options.ServiceAccounts.
+var serviceAccountControllers = []string{"serviceaccount-controller", "root-ca-certificate-publisher-controller"}
+
 // Options configure Start.
 type Options struct {
 	// BinDir holds kube-apiserver, etcd, kubectl and kube-controller-manager (default localhub.DefaultBinDir()).
 	BinDir string
 	// ControllerManagerOutput receives kube-controller-manager's log (default: kept in memory, see Env.ControllerManager).
 	ControllerManagerOutput io.Writer
+	// ServiceAccounts runs kube-apiserver's ServiceAccount admission plugin (envtest disables it: every Pod then
+	// gets its projected kube-api-access volume, and its service account must exist), and kube-controller-manager's
+	// service-account controller (a "default" one in every namespace) and root CA publisher (kube-root-ca.crt).
+	ServiceAccounts bool
 }
 
 // Timings of Start, for reports.
@@ -139,15 +147,16 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 
 	t := time.Now()
-	e.Hub, err = localhub.Start(localhub.Options{
-		BinDir: opts.BinDir,
-		APIServerFlags: map[string][]string{
-			"token-auth-file":          {filepath.Join(e.Dir, "tokens.csv")},
-			"audit-policy-file":        {filepath.Join(e.Dir, "audit-policy.yaml")},
-			"audit-log-path":           {e.AuditLog},
-			"enable-admission-plugins": {"OwnerReferencesPermissionEnforcement"},
-		},
-	})
+	flags := map[string][]string{
+		"token-auth-file":          {filepath.Join(e.Dir, "tokens.csv")},
+		"audit-policy-file":        {filepath.Join(e.Dir, "audit-policy.yaml")},
+		"audit-log-path":           {e.AuditLog},
+		"enable-admission-plugins": {"OwnerReferencesPermissionEnforcement"},
+	}
+	if opts.ServiceAccounts {
+		flags["disable-admission-plugins"] = nil // not passed: the default plugins, ServiceAccount among them
+	}
+	e.Hub, err = localhub.Start(localhub.Options{BinDir: opts.BinDir, APIServerFlags: flags})
 	if err != nil {
 		return nil, err
 	}
@@ -383,8 +392,12 @@ func (e *Env) startControllerManager(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	ctrls := controllers
+	if opts.ServiceAccounts {
+		ctrls = append(slices.Clone(controllers), serviceAccountControllers...)
+	}
 	e.ControllerManager, err = localhub.StartControllerManager(localhub.ControllerManagerOptions{
-		BinDir: opts.BinDir, Kubeconfig: kubeconfig, Controllers: controllers, Output: opts.ControllerManagerOutput,
+		BinDir: opts.BinDir, Kubeconfig: kubeconfig, Controllers: ctrls, Output: opts.ControllerManagerOutput,
 	})
 	if err != nil {
 		return err

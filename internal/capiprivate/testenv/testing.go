@@ -21,8 +21,15 @@ import (
 //
 //	var env *testenv.Env
 //	func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
-func Main(m *testing.M, env **Env) int {
-	var opts Options
+func Main(m *testing.M, env **Env) int { return MainWith(m, env, Options{}) }
+
+// Setup prepares what a test package shares once the Env runs (ctx bounds it); the returned func undoes it before
+// the Env stops.
+type Setup func(ctx context.Context, e *Env) (cleanup func(), err error)
+
+// MainWith is Main with options (BinDir, ServiceAccounts; ControllerManagerOutput is set from
+// CAPI_TESTENV_VERBOSE) and an optional setup.
+func MainWith(m *testing.M, env **Env, opts Options, setup ...Setup) int {
 	if os.Getenv("CAPI_TESTENV_VERBOSE") != "" {
 		opts.ControllerManagerOutput = os.Stderr
 	} else {
@@ -31,15 +38,31 @@ func Main(m *testing.M, env **Env) int {
 		ctrllog.SetLogger(logr.Discard())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	e, err := Start(ctx, opts)
-	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
 	}
 	fmt.Fprintln(os.Stderr, "testenv started:", e.Timings)
 	*env = e
-	code := m.Run()
+	code := 0
+	var cleanups []func()
+	for _, s := range setup {
+		undo, err := s(ctx, e)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: setup:", err)
+			code = 1
+			break
+		}
+		cleanups = append(cleanups, undo)
+	}
+	if code == 0 {
+		code = m.Run()
+	}
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
 	if err := e.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
 		if code == 0 {

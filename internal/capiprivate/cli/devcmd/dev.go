@@ -136,8 +136,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (err error) {
 		o.Machines = 2
 	}
 	log := logr.Discard()
-	var envOpts testenv.Options
-	envOpts.BinDir = o.BinDir
+	envOpts := testenv.Options{BinDir: o.BinDir, ServiceAccounts: true} // Pods get kube-api-access, as on a cluster
 	if o.Verbose {
 		log = stdr.New(nil)
 		envOpts.ControllerManagerOutput = stderr
@@ -272,6 +271,13 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (err error) {
 		}
 	}
 
+	fmt.Fprintln(stdout, "registering the sidecar injector and the RBAC mirror, creating a Pod of each HyperShift component…")
+	inj, err := startInjection(startCtx, env, hyperNamespace(DemoCluster), log)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, inj.stop)
+
 	if o.EnvFile != "" {
 		if err := writeFileAtomic(o.EnvFile, []byte(e.Lines())); err != nil {
 			return err
@@ -288,6 +294,8 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintf(stdout, "migrator running: capi-private migrate status --kubeconfig %s\n", e.HubKubeconfig)
 	}
 	printRunning(stdout, e, o, h.Ledger.Stats(), time.Since(began), env.AuditLog)
+	inj.print(stdout, kubectlPath(o)+" --kubeconfig "+e.HubKubeconfig)
+	fmt.Fprintln(stdout, "\nCtrl-C stops everything.")
 	if o.Started != nil {
 		o.Started(e)
 	}
@@ -342,12 +350,17 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+// kubectlPath is the hub's kubectl.
+func kubectlPath(o Options) string {
+	if o.BinDir != "" {
+		return filepath.Join(o.BinDir, "kubectl")
+	}
+	return filepath.Join(localhub.DefaultBinDir(), "kubectl")
+}
+
 // printRunning prints what runs and how to look at it.
 func printRunning(w io.Writer, e Env, o Options, s capitest.Stats, took time.Duration, auditLog string) {
-	kubectl := filepath.Join(localhub.DefaultBinDir(), "kubectl")
-	if o.BinDir != "" {
-		kubectl = filepath.Join(o.BinDir, "kubectl")
-	}
+	kubectl := kubectlPath(o)
 	viaProxy := kubectl + " --kubeconfig " + e.ProxyKubeconfig
 	direct := kubectl + " --kubeconfig " + e.HubKubeconfig
 	fmt.Fprintf(w, "\ncapi-private dev is running (everything up in %s)\n\n", took.Round(100*time.Millisecond))
@@ -382,5 +395,4 @@ The proxy's metrics:
 	if o.EnvFile != "" {
 		fmt.Fprintf(w, "\nEnvironment written to %s\n", o.EnvFile)
 	}
-	fmt.Fprintln(w, "\nCtrl-C stops everything.")
 }

@@ -66,7 +66,8 @@ func TestDev(t *testing.T) {
 		t.Fatalf("env file %q (err %v), want %q", data, err, e.Lines())
 	}
 	out := stdout.String()
-	for _, want := range []string{"capi-private dev is running", e.ProxyKubeconfig, e.HubKubeconfig, "get clusters,machinedeployments,machinesets,machines -A", "creates=4 deletes=0 live=4"} {
+	for _, want := range []string{"capi-private dev is running", e.ProxyKubeconfig, e.HubKubeconfig, "get clusters,machinedeployments,machinesets,machines -A", "creates=4 deletes=0 live=4",
+		"Sidecar injection", "clusters-demo/capi-provider-recorded", "availability-prober,token-minter", "hypershift/operator-recorded", "RBAC mirror: 7 twins"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -98,6 +99,10 @@ func TestDev(t *testing.T) {
 	ledger := kubectl(e.HubKubeconfig, "get", "configmap", "-n", LedgerNamespace, LedgerConfigMap, "-o", "jsonpath={.data.creates}")
 	if !slices.Equal(ledger, []string{"4"}) {
 		t.Errorf("ledger ConfigMap creates %v", ledger)
+	}
+	sidecar := kubectl(e.HubKubeconfig, "get", "pod", "-n", e.Namespace, "cluster-api-recorded", "-o", "jsonpath={.spec.initContainers[0].name}/{.spec.initContainers[0].restartPolicy}")
+	if !slices.Equal(sidecar, []string{"capi-private-proxy/Always"}) {
+		t.Errorf("the recorded cluster-api Pod's first init container: %v, want the proxy sidecar", sidecar)
 	}
 
 	// --migrate: the legacy cluster migrates (default windows: 15 s quiet, 30 s green), with no instance churn.

@@ -1,0 +1,132 @@
+package inject
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// ManagedByLabel marks the Secrets the injector writes.
+const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// DefaultResync bounds the time between two checks of a namespace's Secret.
+const DefaultResync = 10 * time.Minute
+
+// CertController keeps LoopbackSecret current in every namespace labelled MarkerLabel=MarkerValue: it creates it,
+// renews the serving certificate, rotates the CA and repairs a Secret someone broke (PlanCerts decides). A Secret
+// is never deleted: Pods injected earlier may still mount it after the marker is removed.
+type CertController struct {
+	Client client.Client
+	Policy CertPolicy
+	// Now is the clock (default time.Now); Resync the longest wait between checks (default DefaultResync).
+	Now     func() time.Time
+	Resync  time.Duration
+	Actions *prometheus.CounterVec
+}
+
+// NewCertActions registers capi_private_inject_certificate_actions_total{action} with reg.
+func NewCertActions(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capi_private_inject_certificate_actions_total",
+		Help: "Changes the injector made to namespaces' loopback CA Secrets, by action.",
+	}, []string{"action"})
+	return c, reg.Register(c)
+}
+
+// Reconcile implements reconcile.Reconciler for a Namespace.
+func (r *CertController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: req.Name}, ns); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if ns.Labels[MarkerLabel] != MarkerValue || ns.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	now := r.now()
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: LoopbackSecret}, secret)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	exists := err == nil
+	plan := PlanCerts(secret.Data, now, r.Policy)
+	if plan.Action != CertsCurrent {
+		data, err := ExecuteCerts(secret.Data, plan, ns.Name, now, r.Policy)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if err := r.write(ctx, ns.Name, secret, exists, data); err != nil {
+			return reconcile.Result{}, err
+		}
+		if r.Actions != nil {
+			r.Actions.WithLabelValues(string(plan.Action)).Inc()
+		}
+		ctrl.LoggerFrom(ctx).Info("loopback certificates written", "namespace", ns.Name, "action", plan.Action, "reason", plan.Reason)
+		return reconcile.Result{Requeue: true}, nil
+	}
+	return reconcile.Result{RequeueAfter: min(max(plan.Next.Sub(now), time.Second), r.resync())}, nil
+}
+
+func (r *CertController) write(ctx context.Context, namespace string, secret *corev1.Secret, exists bool, data map[string][]byte) error {
+	if !exists {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: LoopbackSecret, Labels: map[string]string{ManagedByLabel: "capi-private"}},
+			Type:       corev1.SecretTypeOpaque, Data: data,
+		}
+		if err := r.Client.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating %s/%s: %w", namespace, LoopbackSecret, err)
+		}
+		return nil
+	}
+	secret.Data = data
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	secret.Labels[ManagedByLabel] = "capi-private"
+	if err := r.Client.Update(ctx, secret); err != nil { // resourceVersion precondition: a concurrent writer wins
+		return fmt.Errorf("updating %s/%s: %w", namespace, LoopbackSecret, err)
+	}
+	return nil
+}
+
+func (r *CertController) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *CertController) resync() time.Duration {
+	if r.Resync > 0 {
+		return r.Resync
+	}
+	return DefaultResync
+}
+
+// SetupWithManager watches marked Namespaces and their LoopbackSecrets (the manager's cache must hold them: see
+// CacheOptions).
+func (r *CertController) SetupWithManager(mgr ctrl.Manager) error {
+	marked := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[MarkerLabel] == MarkerValue })
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("capi-private-loopback-certs").
+		For(&corev1.Namespace{}, builder.WithPredicates(marked)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if o.GetName() != LoopbackSecret {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
+		})).
+		Complete(r)
+}

@@ -1,0 +1,145 @@
+package hubtest
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+)
+
+// podSet is the Pods of one namespace and what serves them: an injector registered for the namespace, configured
+// with the ports of two loopback listeners the test holds, and one sidecar proxy on them. On a cluster each Pod has
+// its own sidecar on the same port in its own network namespace; here the Pods of one namespace share one (the
+// proxy is stateless and forwards each caller's own token), and each namespace gets its own ports, because each
+// namespace's sidecars serve that namespace's loopback certificate.
+type podSet struct {
+	name        string
+	in          *injector
+	api, health net.Listener
+	proxy       chan error
+	stopProxy   context.CancelFunc
+}
+
+// newPodSet starts the injector of a new pod set named name.
+func newPodSet(t *testing.T, ctx context.Context, name string) *podSet {
+	t.Helper()
+	ps := &podSet{name: name, proxy: make(chan error, 1)}
+	var err error
+	if ps.api, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if ps.health, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ps.in, err = startInjector(ctx, name, time.Now, func(c *inject.Config) {
+		c.Port, c.HealthPort = int32(ps.api.Addr().(*net.TCPAddr).Port), int32(ps.health.Addr().(*net.TCPAddr).Port)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ps.in.Stop(); deleteRegistration(t, ps.in) })
+	return ps
+}
+
+func (ps *podSet) metricsURL() string { return "http://" + ps.health.Addr().String() + "/metrics" }
+
+// startSidecar runs `capi-private proxy` as p's sidecar container is specified: the listen addresses of its
+// arguments (checked against the set's listeners), its TLS files as the kubelet mounted them, kube-apiserver from
+// its own in-cluster view.
+func (ps *podSet) startSidecar(t *testing.T, p *pod) {
+	t.Helper()
+	sc := p.obj.Spec.InitContainers[0]
+	flags := map[string]string{}
+	for _, a := range sc.Args[1:] {
+		k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		flags[k] = v
+	}
+	if flags["listen"] != ps.api.Addr().String() || flags["metrics-listen"] != fmt.Sprintf(":%d", ps.health.Addr().(*net.TCPAddr).Port) {
+		t.Fatalf("sidecar args %v do not name the listeners the injector was configured with", sc.Args)
+	}
+	upstream, err := p.sidecar.InClusterConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ps.stopProxy = cancel
+	go func() {
+		ps.proxy <- proxy.Run(ctx, proxy.RunOptions{
+			Options:  proxy.Options{Upstream: upstream, Auth: proxy.AuthPassthrough},
+			Listener: ps.api, MetricsListener: ps.health, ShutdownTimeout: 5 * time.Second,
+			TLSCertFile: p.sidecar.Path(flags["tls-cert-file"]), TLSKeyFile: p.sidecar.Path(flags["tls-private-key-file"]),
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-ps.proxy })
+	testwait.For(t, 30*time.Second, "the sidecar's /readyz", func() bool {
+		resp, err := http.Get("http://" + ps.health.Addr().String() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+}
+
+// requests sums the sidecar's capi_private_proxy_requests_total samples: those answered 403, and all.
+func (ps *podSet) requests(t *testing.T) (forbidden, all float64) {
+	t.Helper()
+	resp, err := http.Get(ps.metricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "capi_private_proxy_requests_total{") {
+			continue
+		}
+		var v float64
+		_, _ = fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
+		all += v
+		if strings.Contains(line, `code="403"`) {
+			forbidden += v
+		}
+	}
+	return forbidden, all
+}
+
+// checkReload renews the namespace's serving key pair (the controller issues a new one from the same CA when the
+// Secret's key is gone), lets the kubelet refresh p's sidecar files, and waits until the sidecar presents the new
+// certificate: the proxy reloads its key pair without a restart.
+func (ps *podSet) checkReload(t *testing.T, ctx context.Context, k *injecttest.Kubelet, p *pod) {
+	t.Helper()
+	s := loopbackSecret(t, p.obj.Namespace, "", servesLoopback)
+	old := s.Data[inject.CertKey]
+	delete(s.Data, inject.KeyKey)
+	if err := env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	renewed := loopbackSecret(t, p.obj.Namespace, "a new serving key pair", func(s *corev1.Secret) bool {
+		return servesLoopback(s) && string(s.Data[inject.CertKey]) != string(old)
+	})
+	if _, err := k.Container(ctx, p.obj, inject.SidecarName); err != nil {
+		t.Fatal(err)
+	}
+	pair, _ := tls.X509KeyPair(renewed.Data[inject.CertKey], renewed.Data[inject.KeyKey])
+	testwait.For(t, 30*time.Second, "the sidecar serving the renewed certificate", func() bool {
+		conn, err := tls.Dial("tcp", ps.api.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only reads the presented certificate
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		return string(conn.ConnectionState().PeerCertificates[0].Raw) == string(pair.Certificate[0])
+	})
+}

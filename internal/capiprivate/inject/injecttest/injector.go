@@ -1,0 +1,86 @@
+package injecttest
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
+)
+
+// InjectorOptions configure StartInjector.
+type InjectorOptions struct {
+	// Registration names the MutatingWebhookConfiguration.
+	Registration string
+	// Kube is the injector's identity; CertFile and KeyFile its serving key pair for 127.0.0.1, CA the caBundle.
+	Kube              *rest.Config
+	CertFile, KeyFile string
+	CA                []byte
+	Config            inject.Config
+	// NamespaceLabels are added to both webhooks' namespaceSelector (tests keep registrations apart with them).
+	NamespaceLabels map[string]string
+	// Now is the certificate controller's clock (default time.Now).
+	Now func() time.Time
+	Log logr.Logger
+}
+
+// Injector is `capi-private inject` running in this process (inject.Run) on loopback listeners it holds, with its
+// MutatingWebhookConfiguration registered on the hub.
+type Injector struct {
+	Config          inject.Config
+	URL, MetricsURL string
+	cancel          context.CancelFunc
+	exited          chan struct{}
+	err             error
+}
+
+// StartInjector runs the injector and registers it with c. It does not wait for kube-apiserver to use the
+// registration: see WaitEffective.
+func StartInjector(ctx context.Context, c client.Client, o InjectorOptions) (*Injector, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	in := &Injector{Config: o.Config, URL: "https://" + l.Addr().String() + inject.Path, MetricsURL: "http://" + ml.Addr().String(),
+		cancel: cancel, exited: make(chan struct{})}
+	go func() {
+		defer close(in.exited)
+		in.err = inject.Run(runCtx, inject.RunOptions{
+			Config: in.Config, Policy: inject.DefaultCertPolicy, Kube: o.Kube,
+			CertFile: o.CertFile, KeyFile: o.KeyFile, Listener: l, MetricsListener: ml,
+			Now: o.Now, Log: o.Log, SkipNameValidation: true,
+		})
+	}()
+	wh := inject.WebhookConfiguration(o.Registration, &in.Config, admissionregistrationv1.WebhookClientConfig{URL: &in.URL, CABundle: o.CA})
+	for i := range wh.Webhooks {
+		for k, v := range o.NamespaceLabels {
+			wh.Webhooks[i].NamespaceSelector.MatchLabels[k] = v
+		}
+	}
+	if err := c.Create(ctx, wh); err != nil {
+		_ = in.Stop()
+		return nil, err
+	}
+	return in, nil
+}
+
+// Exited is closed once the injector has returned.
+func (in *Injector) Exited() <-chan struct{} { return in.exited }
+
+// Stop stops the injector (its registration stays) and returns what Run returned.
+func (in *Injector) Stop() error {
+	in.cancel()
+	<-in.exited
+	return in.err
+}

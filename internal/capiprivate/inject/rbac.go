@@ -1,0 +1,35 @@
+package inject
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// Rules is the RBAC of `capi-private inject` (a ClusterRole bound to its identity): read Namespaces; read and
+// write only the Secrets named LoopbackSecret (kube-apiserver authorizes a list or watch by name when its field
+// selector names one object, which is how the injector's cache asks); create Secrets (a create cannot be limited
+// by name). The webhook itself needs no permission.
+func Rules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{LoopbackSecret},
+			Verbs: []string{"get", "list", "watch", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+	}
+}
+
+// LeaderElectionRules is what --leader-elect needs in --leader-election-namespace (a Role).
+func LeaderElectionRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+}
+
+// PodInjected reports whether pod carries the proxy sidecar (the migrator's rollout waits until every new Pod of a
+// marked namespace's components does, and until none does after a rollback).
+func PodInjected(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == SidecarName })
+}

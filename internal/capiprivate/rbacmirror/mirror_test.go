@@ -1,0 +1,129 @@
+package rbacmirror
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
+)
+
+const (
+	privCluster = "cluster.hypershift.openshift.io"
+	privInfra   = "infrastructure.cluster.hypershift.openshift.io"
+	privAddons  = "addons.cluster.hypershift.openshift.io"
+	privIPAM    = "ipam.cluster.hypershift.openshift.io"
+)
+
+func rule(groups, resources, verbs []string, names ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs, ResourceNames: names}
+}
+
+var all = []string{"*"}
+
+// The twins of HyperShift's own Roles, read off the recorded fixtures by hand.
+func TestTwinsOfRecordedRoles(t *testing.T) {
+	capiGroups := []string{privInfra, privAddons, privCluster} // in the order HyperShift lists the standard ones
+	want := map[string][]rbacv1.PolicyRule{
+		"cluster-api":   {rule(capiGroups, all, all)},
+		"capi-provider": {rule(capiGroups, all, all)},
+		"cluster-autoscaler": {
+			rule([]string{privCluster}, []string{"machinedeployments", "machinedeployments/scale", "machines", "machinesets", "machinesets/scale", "machinepools", "machinepools/scale"}, all),
+			rule([]string{privInfra}, all, []string{"get", "list", "watch"}),
+		},
+		"machine-approver":               {rule([]string{privCluster}, []string{"machines", "machines/status"}, []string{"get", "list", "watch"})},
+		"hosted-cluster-config-operator": {rule([]string{privCluster}, []string{"machinesets", "machines"}, []string{"get", "patch", "update", "delete", "list", "watch"})},
+		"karpenter-operator":             {rule([]string{privCluster}, []string{"clusters"}, []string{"get", "list", "watch"})},
+	}
+	mi := New(groups.Default)
+	for _, comp := range injecttest.ControlPlaneComponents {
+		t.Run(comp, func(t *testing.T) {
+			f, err := injecttest.Load(comp, "clusters-demo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Role.UID = "uid-1"
+			twin, err := mi.TwinRole(f.Role)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want[comp], twin.Rules, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("twin rules (-want +got):\n%s", diff)
+			}
+			if twin.Name != "capi-private:"+f.Role.Name || twin.Namespace != "clusters-demo" || twin.Labels[TwinLabel] != "true" {
+				t.Fatalf("twin meta %+v", twin.ObjectMeta)
+			}
+			if o := twin.OwnerReferences; len(o) != 1 || o[0].Kind != "Role" || o[0].UID != "uid-1" || !*o[0].Controller {
+				t.Fatalf("owner %+v", o)
+			}
+			b := TwinRoleBinding(f.RoleBinding)
+			if b.RoleRef.Name != twin.Name || !cmp.Equal(b.Subjects, f.RoleBinding.Subjects) {
+				t.Fatalf("twin binding %+v", b)
+			}
+		})
+	}
+}
+
+func TestTwinOfOperatorClusterRole(t *testing.T) {
+	f, err := injecttest.Load(injecttest.Operator, "hypershift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin, err := New(groups.Default).TwinClusterRole(f.ClusterRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{
+		rule([]string{privInfra, privAddons, privCluster}, all, all),
+		rule([]string{privIPAM}, []string{"ipaddressclaims", "ipaddressclaims/status"}, all),
+		rule([]string{privIPAM}, []string{"ipaddresses", "ipaddresses/status"}, []string{"create", "delete", "get", "list", "update", "watch"}),
+	}
+	if diff := cmp.Diff(want, twin.Rules, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("operator twin (-want +got):\n%s", diff)
+	}
+	if b := TwinClusterRoleBinding(f.ClusterRoleBinding); b.RoleRef.Name != "capi-private:hypershift-operator" || b.Subjects[0].Namespace != "hypershift" {
+		t.Fatalf("twin binding %+v", b)
+	}
+}
+
+func TestRules(t *testing.T) {
+	crd := []string{"customresourcedefinitions"}
+	get := []string{"get"}
+	cases := []struct {
+		name string
+		in   []rbacv1.PolicyRule
+		want []rbacv1.PolicyRule
+	}{
+		{"nothing standard", []rbacv1.PolicyRule{rule([]string{"", "apps"}, all, all)}, nil},
+		{"wildcard group already covers the private ones", []rbacv1.PolicyRule{rule(all, all, all)}, nil},
+		{"unmapped CAPI groups stay with the original", []rbacv1.PolicyRule{rule([]string{"bootstrap.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io"}, all, all)}, nil},
+		{"finalizers as granted", []rbacv1.PolicyRule{rule([]string{"cluster.x-k8s.io"}, []string{"machines/finalizers"}, []string{"update"})},
+			[]rbacv1.PolicyRule{rule([]string{privCluster}, []string{"machines/finalizers"}, []string{"update"})}},
+		{"resource names kept", []rbacv1.PolicyRule{rule([]string{"cluster.x-k8s.io"}, []string{"clusters"}, get, "demo")},
+			[]rbacv1.PolicyRule{rule([]string{privCluster}, []string{"clusters"}, get, "demo")}},
+		{"CRD names mapped", []rbacv1.PolicyRule{rule([]string{"apiextensions.k8s.io"}, crd, get, "machines.cluster.x-k8s.io", "foos.example.com")},
+			[]rbacv1.PolicyRule{rule([]string{"apiextensions.k8s.io"}, crd, get, "machines."+privCluster)}},
+		{"CRDs without names", []rbacv1.PolicyRule{rule([]string{"apiextensions.k8s.io"}, crd, get)}, nil},
+		{"non-resource URL", []rbacv1.PolicyRule{{NonResourceURLs: []string{"/healthz"}, Verbs: get}}, nil},
+		{"duplicate groups once", []rbacv1.PolicyRule{rule([]string{"cluster.x-k8s.io", privCluster, "cluster.x-k8s.io"}, all, get)},
+			[]rbacv1.PolicyRule{rule([]string{privCluster}, all, get)}},
+	}
+	mi := New(groups.Default)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := mi.Rules(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	if r, err := mi.TwinRole(&rbacv1.Role{Rules: cases[0].in}); r != nil || err != nil {
+		t.Fatalf("a Role granting no standard group has a twin: %v %v", r, err)
+	}
+}
