@@ -17,6 +17,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 )
 
 // Names, labels and annotations of §7.
@@ -30,16 +32,6 @@ const (
 	// AnnotationSource names the upstream file a private CRD was generated from: <module>@<version>/<path>.
 	AnnotationSource = "hypershift.openshift.io/private-capi-source"
 )
-
-// privateGroups is the group table of §3 as far as CRDs need it (standard → private).
-//
-// It is a private copy: internal/capiprivate/groups owns the table and will replace this map.
-var privateGroups = map[string]string{
-	"cluster.x-k8s.io":                "cluster.hypershift.openshift.io",
-	"addons.cluster.x-k8s.io":         "addons.cluster.hypershift.openshift.io",
-	"ipam.cluster.x-k8s.io":           "ipam.cluster.hypershift.openshift.io",
-	"infrastructure.cluster.x-k8s.io": "infrastructure.cluster.hypershift.openshift.io",
-}
 
 // Pinned upstream modules (module@version). hack/capi-crds.sh vendors the same versions.
 const (
@@ -182,7 +174,7 @@ func privatize(crd map[string]any, src Source, cc apiextensionsv1.WebhookClientC
 		return "", fmt.Errorf("no metadata or spec")
 	}
 	group, _ := spec["group"].(string)
-	private, ok := privateGroups[group]
+	private, ok := groups.Default.ToPrivate(group)
 	if !ok {
 		return "", fmt.Errorf("group %q has no private group", group)
 	}
@@ -249,5 +241,9 @@ func privatize(crd map[string]any, src Source, cc apiextensionsv1.WebhookClientC
 	return meta["name"].(string), nil
 }
 
-// hasPrivateSuffix reports whether name is a private CRD name (the only names Install writes).
-func hasPrivateSuffix(name string) bool { return strings.HasSuffix(name, PrivateSuffix) }
+// hasPrivateSuffix reports whether name is a private CRD name (the only names Install writes): it ends in
+// PrivateSuffix and its group is a private group of the table.
+func hasPrivateSuffix(name string) bool {
+	_, g, ok := groups.SplitCRDName(name)
+	return ok && strings.HasSuffix(name, PrivateSuffix) && groups.Default.IsPrivate(g)
+}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 )
 
 // FieldManager is the server-side-apply field manager of everything capi-private installs.
@@ -105,14 +107,14 @@ func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // fails while the webhook is down, untrusted, or cannot read CRDs.
 func Probe(ctx context.Context, c client.Client, namespace string) error {
 	m := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": privateGroups["cluster.x-k8s.io"] + "/v1beta1",
+		"apiVersion": groups.Default.MustPrivate("cluster.x-k8s.io") + "/v1beta1",
 		"kind":       "Machine",
 		"metadata":   map[string]any{"generateName": "capi-private-probe-", "namespace": namespace},
 		"spec": map[string]any{
 			"clusterName": "capi-private-probe",
 			"bootstrap":   map[string]any{"dataSecretName": "capi-private-probe"},
 			"infrastructureRef": map[string]any{
-				"apiVersion": privateGroups["infrastructure.cluster.x-k8s.io"] + "/v1alpha1",
+				"apiVersion": groups.Default.MustPrivate("infrastructure.cluster.x-k8s.io") + "/v1alpha1",
 				"kind":       "KubevirtMachine",
 				"name":       "capi-private-probe",
 			},
@@ -121,7 +123,7 @@ func Probe(ctx context.Context, c client.Client, namespace string) error {
 	if err := c.Create(ctx, m, client.DryRunAll); err != nil {
 		return err
 	}
-	if m.GetAPIVersion() != privateGroups["cluster.x-k8s.io"]+"/v1beta1" {
+	if m.GetAPIVersion() != groups.Default.MustPrivate("cluster.x-k8s.io")+"/v1beta1" {
 		return fmt.Errorf("probe answered with apiVersion %s", m.GetAPIVersion())
 	}
 	return nil

@@ -20,22 +20,16 @@ import (
 	ipamv1beta1 "sigs.k8s.io/cluster-api/api/ipam/v1beta1"
 	ipamv1beta2 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 )
 
-// Private groups of the converted kinds, and the standard group each replaces. This is a private copy of part of
-// the §3 table; internal/capiprivate/groups owns the table and will replace it. CAPK (v1alpha1 only) needs no
-// conversion.
-const (
-	CoreGroup   = "cluster.hypershift.openshift.io"
-	AddonsGroup = "addons.cluster.hypershift.openshift.io"
-	IPAMGroup   = "ipam.cluster.hypershift.openshift.io"
+// Private groups of the converted core kinds, from the one group table (groups.Default).
+var (
+	CoreGroup   = groups.Default.MustPrivate(clusterv1.GroupVersion.Group)
+	AddonsGroup = groups.Default.MustPrivate(addonsv1beta2.GroupVersion.Group)
+	IPAMGroup   = groups.Default.MustPrivate(ipamv1beta2.GroupVersion.Group)
 )
-
-var privateGroups = map[string]string{
-	clusterv1.GroupVersion.Group:     CoreGroup,
-	addonsv1beta2.GroupVersion.Group: AddonsGroup,
-	ipamv1beta2.GroupVersion.Group:   IPAMGroup,
-}
 
 // upstreamAddToScheme registers every served version of the converted groups (v1.12.10 serves ipam v1alpha1 too).
 var upstreamAddToScheme = []func(*runtime.Scheme) error{
@@ -64,7 +58,7 @@ func NewScheme() (*runtime.Scheme, error) {
 
 	s := runtime.NewScheme()
 	for _, gvk := range gvks {
-		group, ok := privateGroups[gvk.Group]
+		group, ok := groups.Default.ToPrivate(gvk.Group)
 		if !ok {
 			continue
 		}
