@@ -2,7 +2,7 @@
 // fake API: a real kube-apiserver and etcd (internal/localhub) with token authentication, audit logging and
 // OwnerReferencesPermissionEnforcement; a real kube-controller-manager running the garbage collector and the
 // namespace controller; the platform's standard CAPI CRDs (v1beta2 only) with a few platform objects, the standard
-// CAPK CRDs, HostedCluster and HostedControlPlane, and the private CRDs, converted by the conversion webhook,
+// infrastructure provider CRDs, HostedCluster and HostedControlPlane, and the private CRDs, converted by the conversion webhook,
 // which runs in-process over HTTPS.
 //
 // It is test and dev machinery: import it only from tests (and the dev command), never from a production path.
@@ -307,11 +307,12 @@ func (e *Env) WebhookClientConfig() apiextensionsv1.WebhookClientConfig {
 	return apiextensionsv1.WebhookClientConfig{URL: ptr.To(e.WebhookURL), CABundle: e.WebhookCA}
 }
 
-// StandardCRDs are the CRDs testenv installs besides the private ones: the platform set, standard CAPK,
-// HostedCluster and HostedControlPlane.
+// StandardCRDs are the CRDs testenv installs besides the private ones: the platform set, every vendored
+// infrastructure provider in its standard group (CAPK, CAPA, CAPZ, CAPG, CAPIBM, CAPO: where legacy objects
+// live), HostedCluster and HostedControlPlane.
 func StandardCRDs() ([]*unstructured.Unstructured, error) {
 	var all []*unstructured.Unstructured
-	for _, set := range []func() ([]*unstructured.Unstructured, error){upstream.Platform, upstream.StandardCAPK, upstream.HyperShift} {
+	for _, set := range []func() ([]*unstructured.Unstructured, error){upstream.Platform, upstream.StandardInfrastructure, upstream.HyperShift} {
 		crds, err := set()
 		if err != nil {
 			return nil, err

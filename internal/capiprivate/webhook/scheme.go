@@ -9,9 +9,12 @@ package webhook
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ibmv1beta1 "sigs.k8s.io/cluster-api-provider-ibmcloud/api/v1beta1"
+	ibmv1beta2 "sigs.k8s.io/cluster-api-provider-ibmcloud/api/v1beta2"
 	addonsv1beta1 "sigs.k8s.io/cluster-api/api/addons/v1beta1"
 	addonsv1beta2 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
@@ -24,24 +27,30 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 )
 
-// Private groups of the converted core kinds, from the one group table (groups.Default).
+// Private groups of the converted kinds, from the one group table (groups.Default).
 var (
-	CoreGroup   = groups.Default.MustPrivate(clusterv1.GroupVersion.Group)
-	AddonsGroup = groups.Default.MustPrivate(addonsv1beta2.GroupVersion.Group)
-	IPAMGroup   = groups.Default.MustPrivate(ipamv1beta2.GroupVersion.Group)
+	InfrastructureGroup = groups.Default.MustPrivate(ibmv1beta2.GroupVersion.Group)
+	CoreGroup           = groups.Default.MustPrivate(clusterv1.GroupVersion.Group)
+	AddonsGroup         = groups.Default.MustPrivate(addonsv1beta2.GroupVersion.Group)
+	IPAMGroup           = groups.Default.MustPrivate(ipamv1beta2.GroupVersion.Group)
 )
 
-// upstreamAddToScheme registers every served version of the converted groups (v1.12.10 serves ipam v1alpha1 too).
+// upstreamAddToScheme registers every served version of the converted kinds: core Cluster API (v1.12.10 serves
+// ipam v1alpha1 too) and the one infrastructure provider whose private CRDs serve several versions, CAPIBM
+// v0.13.1 (v1beta1 and v1beta2; its converters are built on Cluster API v1.12 and link here). The other providers
+// serve a single version at the versions HyperShift pins, so their private CRDs need no conversion.
 var upstreamAddToScheme = []func(*runtime.Scheme) error{
 	clusterv1beta1.AddToScheme, clusterv1.AddToScheme,
 	addonsv1beta1.AddToScheme, addonsv1beta2.AddToScheme,
 	ipamv1alpha1.AddToScheme, ipamv1beta1.AddToScheme, ipamv1beta2.AddToScheme,
+	ibmv1beta1.AddToScheme, ibmv1beta2.AddToScheme,
 }
 
-// NewScheme returns the private scheme: the upstream api/core, api/addons and api/ipam kinds, in every served
+// NewScheme returns the private scheme: the upstream api/core, api/addons and api/ipam kinds and CAPIBM's, in every served
 // version, registered only under their private GVKs (Scheme.AddKnownTypeWithName), each Go type exactly once
 // (controller-runtime's conversion finds a kind's versions through the type's one GVK). Only the kinds that
-// convert (a conversion.Hub or conversion.Convertible) are registered: no lists, no option types.
+// convert (a conversion.Hub or conversion.Convertible) are registered: no lists, no option types, and no kind
+// served in a single version (CAPIBM's IBMVPCClusterTemplate is neither a hub nor convertible).
 func NewScheme() (*runtime.Scheme, error) {
 	upstream := runtime.NewScheme()
 	for _, add := range upstreamAddToScheme {
@@ -68,7 +77,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		}
 		_, hub := obj.(conversion.Hub)
 		_, spoke := obj.(conversion.Convertible)
-		if !hub && !spoke {
+		if !hub && !spoke || strings.HasSuffix(gvk.Kind, "List") { // CAPIBM's lists convert too; CRDs never ask
 			continue
 		}
 		private := schema.GroupVersionKind{Group: group, Version: gvk.Version, Kind: gvk.Kind}
