@@ -157,3 +157,42 @@ func TestBinaryDependencies(t *testing.T) {
 		t.Error("cmd/capi-private-dev does not link devcmd")
 	}
 }
+
+// Listeners reachable from beyond the pod default to the pod's IP (POD_IP, from the downward API), never to every
+// interface; without POD_IP they fall back to loopback. Metrics stay on loopback.
+func TestListenDefaults(t *testing.T) {
+	for _, c := range []struct {
+		podIP string
+		port  int
+		want  string
+	}{
+		{"10.128.2.7", 9443, "10.128.2.7:9443"},
+		{"fd01:0:0:1::7", 9444, "[fd01:0:0:1::7]:9444"},
+		{"", 9443, "127.0.0.1:9443"},
+		{"not-an-ip", 9443, "127.0.0.1:9443"},
+		{"0.0.0.0", 9443, "127.0.0.1:9443"},
+		{"::", 9443, "127.0.0.1:9443"},
+	} {
+		if got := podListen(c.podIP, c.port); got != c.want {
+			t.Errorf("podListen(%q, %d) = %q, want %q", c.podIP, c.port, got, c.want)
+		}
+	}
+
+	t.Setenv("POD_IP", "10.128.2.7")
+	root := newRoot(&bytes.Buffer{}, &bytes.Buffer{})
+	for _, c := range []struct{ cmd, flag, want string }{
+		{"webhook", "listen", "10.128.2.7:9443"},
+		{"webhook", "metrics-listen", "127.0.0.1:9440"},
+		{"proxy", "webhook-listen", "10.128.2.7:9444"},
+		{"proxy", "listen", "127.0.0.1:8080"},
+		{"proxy", "metrics-listen", "127.0.0.1:9441"},
+	} {
+		cmd, _, err := root.Find([]string{c.cmd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := cmd.Flags().Lookup(c.flag); f == nil || f.DefValue != c.want {
+			t.Errorf("%s --%s default %v, want %s", c.cmd, c.flag, f, c.want)
+		}
+	}
+}

@@ -45,15 +45,17 @@ func (e *engine) serve(w http.ResponseWriter, r *http.Request) {
 	contentLength := int64(0)
 	if r.Body != nil && r.Body != http.NoBody {
 		if path.Kind == translate.PathResource {
-			raw, err := readBounded(r.Body, e.maxBody)
-			if errors.Is(err, errTooLarge) {
-				x.reject(w, &rejection{http.StatusRequestEntityTooLarge, RejectRequestTooLarge,
-					"capi-private proxy: request body larger than " + strconv.Itoa(e.maxBody) + " bytes"})
-				return
-			}
+			raw, release, err := e.body.read(w, r)
+			defer release()
 			if err != nil {
-				x.rejected, x.code = true, http.StatusBadRequest
-				writeStatus(w, http.StatusBadRequest, "BadRequest", "capi-private proxy: reading the request body: "+err.Error())
+				rej := bodyRejection(err, e.body.max)
+				if rej.code == http.StatusServiceUnavailable {
+					e.m.Rejected.WithLabelValues(rej.reason).Inc()
+					x.rejected, x.code = true, rej.code
+					writeStatusRetry(w, rej.code, statusReason(rej.code), rej.message, 1)
+					return
+				}
+				x.reject(w, rej)
 				return
 			}
 			e.m.bytes[sideClient][dirRequest].Add(float64(len(raw)))
@@ -135,20 +137,6 @@ func (e *engine) target(r *http.Request, path, query string) string {
 	u.RawPath = ""
 	u.RawQuery = query
 	return u.String()
-}
-
-var errTooLarge = errors.New("body too large")
-
-// readBounded reads r whole, failing with errTooLarge past max bytes.
-func readBounded(r io.Reader, max int) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > max {
-		return nil, errTooLarge
-	}
-	return b, nil
 }
 
 // respond writes kube-apiserver's answer to the client.

@@ -263,7 +263,7 @@ func (e *Env) startWebhook(ctx context.Context) error {
 	e.WebhookCA = cert.CA
 
 	e.Metrics = prometheus.NewRegistry()
-	if e.Webhook, err = webhook.New(e.TokenConfig(e.WebhookToken), e.Metrics); err != nil {
+	if e.Webhook, err = webhook.New(e.TokenConfig(e.WebhookToken), e.Metrics, webhook.Limits{}); err != nil {
 		return err
 	}
 	// The listener stays open for the whole run; "down" is simulated by the gate (see SetWebhookDown).
@@ -276,7 +276,7 @@ func (e *Env) startWebhook(ctx context.Context) error {
 	e.cancel = cancel
 	e.Webhook.Start(runCtx)
 	go func() {
-		e.served <- webhook.ServeTLS(runCtx, l, e.WebhookCertFile, e.WebhookKeyFile, e.gate(e.Webhook.Handler()))
+		e.served <- webhook.ServeTLS(runCtx, l, e.WebhookCertFile, e.WebhookKeyFile, e.gate(e.Webhook.Handler()), webhook.Limits{})
 	}()
 	return e.Webhook.WaitReady(ctx)
 }

@@ -181,7 +181,7 @@ func review(t *testing.T, h http.Handler, desired string, objs ...any) *apiexten
 func newOffline(t *testing.T, g func(schema.GroupKind) (string, error)) *Webhook {
 	t.Helper()
 	swapGetter(t, g)
-	w, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, prometheus.NewRegistry())
+	w, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, prometheus.NewRegistry(), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
