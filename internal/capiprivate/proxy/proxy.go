@@ -96,6 +96,8 @@ type engine struct {
 	body      bodyLimits
 	log       *slog.Logger
 	gzip      bool // ask kube-apiserver for gzip (not with Upstream.DisableCompression)
+	// v2Protobuf keeps the protobuf encoding of the last translated OpenAPI v2 document.
+	v2Protobuf v2Protobuf
 
 	// stopping ends watches at shutdown (their clients re-watch elsewhere).
 	stopping     context.Context
@@ -237,6 +239,7 @@ type exchange struct {
 	code       int
 	translated bool
 	rejected   bool
+	v2Protobuf bool   // the client asked for the OpenAPI v2 document in protobuf
 	errBody    []byte // the body of an error answer (labels)
 }
 

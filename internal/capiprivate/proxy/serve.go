@@ -26,6 +26,7 @@ func (e *engine) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.watch = isWatch(path, r.Method, r.URL.RawQuery)
+	x.v2Protobuf = path.Kind == translate.PathOpenAPIV2 && wantsV2Protobuf(r.Header.Get("Accept"))
 	query, err := e.t.RequestQuery(path, r.URL.RawQuery)
 	if err != nil {
 		x.requestError(w, err)
@@ -288,9 +289,14 @@ func (e *engine) translateBody(w http.ResponseWriter, x *exchange, resp *http.Re
 	case translate.PathOpenAPIIndex:
 		res, err = e.t.ResponseOpenAPIIndex(buf)
 		e.countDocument(res, err)
-	case translate.PathOpenAPIDocument:
+	case translate.PathOpenAPIDocument, translate.PathOpenAPIV2:
 		res, err = e.t.ResponseOpenAPIDocument(buf)
 		e.countDocument(res, err)
+		if err == nil && x.v2Protobuf && resp.StatusCode == http.StatusOK {
+			res.Body, err = e.v2Protobuf.encode(resp.Header.Get("Etag"), res.Body)
+			w.Header().Set("Content-Type", translate.OpenAPIV2Protobuf)
+			w.Header().Del("Etag") // the ETag names the JSON document
+		}
 	}
 	e.m.TranslationDuration.WithLabelValues("response").Observe(time.Since(t0).Seconds())
 	if err != nil {

@@ -100,7 +100,8 @@ func TestRequestPath(t *testing.T) {
 		{"/openapi/v3/apis/" + priv + "/v1beta2", Path{Upstream: "/openapi/v3/apis/" + priv + "/v1beta2", Hidden: true,
 			Kind: PathOpenAPIDocument, Group: priv, Version: "v1beta2"}},
 		{"/openapi/v3/api/v1", Path{Upstream: "/openapi/v3/api/v1", Kind: PathOpenAPIDocument, Version: "v1"}},
-		{"/openapi/v2", Path{Upstream: "/openapi/v2"}},
+		{"/openapi/v2", Path{Upstream: "/openapi/v2", Kind: PathOpenAPIV2}},
+		{"/openapi/v2/x", Path{Upstream: "/openapi/v2/x"}},
 		{"/healthz", Path{Upstream: "/healthz"}},
 		{"/", Path{Upstream: "/"}},
 	}
