@@ -40,9 +40,9 @@ func TestOpenAPIV2ThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{
-		"io.x-k8s.cluster.v1beta2.Machine":                        stdCore,
-		"io.x-k8s.cluster.v1beta1.Machine":                        stdCore,
-		"io.x-k8s.cluster.infrastructure.v1beta2.AWSMachine":      stdInfra,
+		"io.x-k8s.cluster.v1beta2.Machine":                         stdCore,
+		"io.x-k8s.cluster.v1beta1.Machine":                         stdCore,
+		"io.x-k8s.cluster.infrastructure.v1beta2.AWSMachine":       stdInfra,
 		"io.x-k8s.cluster.infrastructure.v1alpha1.KubevirtMachine": stdInfra,
 	} {
 		d, ok := doc.Definitions[name]
