@@ -1,5 +1,6 @@
-// Package crds holds capi-private's private CustomResourceDefinitions: the twins of the upstream Cluster API and
-// CAPK CRDs in the private API groups (reference docs/capi-private.md).
+// Package crds holds capi-private's private CustomResourceDefinitions: the twins of the upstream Cluster API CRDs
+// and of the infrastructure providers' (CAPK, CAPA, CAPZ, CAPG, CAPIBM, CAPO) in the private API groups, each
+// labelled hypershift.openshift.io/private-capi: "true" (docs/capi-private.md).
 //
 //   - upstream/ holds the upstream YAML, vendored from pinned modules by hack/capi-crds.sh (package upstream, used
 //     by tests, the test environment and the generator only, so it is not linked into the binary).

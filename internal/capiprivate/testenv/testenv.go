@@ -327,12 +327,11 @@ func (e *Env) installCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, crd := range standard {
-		if err := e.Client.Patch(ctx, crd, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
-		}
+	pending, err := crds.Apply(ctx, e.Client, standard, FieldManager)
+	if err != nil {
+		return err
 	}
-	if err := crds.WaitEstablished(ctx, e.Client, standard); err != nil {
+	if err := crds.WaitEstablished(ctx, e.Client, pending); err != nil {
 		return err
 	}
 	return crds.Install(ctx, e.Client, crds.InstallOptions{ClientConfig: e.WebhookClientConfig()})
