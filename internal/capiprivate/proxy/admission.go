@@ -121,23 +121,24 @@ const (
 	admissionOut = "request"
 )
 
-// ServeHTTP handles one AdmissionReview.
-func (a *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// readReview checks a review's path, method and type, then reads its body under the body limits. false: the
+// answer is written. release frees the body's share of the buffer budget.
+func (a *Admission) readReview(w http.ResponseWriter, r *http.Request) ([]byte, func(), bool) {
+	none := func() {}
 	if !a.paths[r.URL.Path] {
 		a.m.Rejected.WithLabelValues(RejectAdmissionPath).Inc()
 		http.NotFound(w, r)
-		return
+		return nil, none, false
 	}
 	if r.Method != http.MethodPost {
 		http.Error(w, "AdmissionReviews are POSTed", http.StatusMethodNotAllowed)
-		return
+		return nil, none, false
 	}
 	if !isJSON(r.Header.Get("Content-Type")) {
 		http.Error(w, "AdmissionReviews are JSON", http.StatusUnsupportedMediaType)
-		return
+		return nil, none, false
 	}
 	raw, release, err := a.body.read(w, r)
-	defer release()
 	if err != nil {
 		rej := bodyRejection(err, MaxAdmissionReview)
 		a.m.Rejected.WithLabelValues(rej.reason).Inc()
@@ -145,6 +146,16 @@ func (a *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
 		}
 		http.Error(w, rej.message, rej.code)
+		return nil, release, false
+	}
+	return raw, release, true
+}
+
+// ServeHTTP handles one AdmissionReview.
+func (a *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, release, ok := a.readReview(w, r)
+	defer release()
+	if !ok {
 		return
 	}
 	t0 := time.Now()
