@@ -21,8 +21,14 @@ SCRATCH=${ACM_SP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/acm-cluster-sp}/scratch/
 export GONOSUMDB=${GONOSUMDB-github.com/openshift/*} GOFLAGS=${GOFLAGS--buildvcs=false}
 
 # Keep in step with the module constants of internal/capiprivate/crds (a test there checks every Source exists).
+# The providers are pinned at the versions HyperShift's go.mod pins (openshift/hypershift, 2026-08-22).
 CAPI=sigs.k8s.io/cluster-api@v1.12.10
 CAPK=sigs.k8s.io/cluster-api-provider-kubevirt@v0.1.10
+CAPA=sigs.k8s.io/cluster-api-provider-aws/v2@v2.13.0
+CAPZ=sigs.k8s.io/cluster-api-provider-azure@v1.26.0
+CAPG=sigs.k8s.io/cluster-api-provider-gcp@v1.13.0
+CAPIBM=sigs.k8s.io/cluster-api-provider-ibmcloud@v0.13.1
+CAPO=sigs.k8s.io/cluster-api-provider-openstack@v0.14.6
 PLATFORM=sigs.k8s.io/cluster-api@v1.14.2
 HYPERSHIFT=github.com/openshift/hypershift/api@v0.0.0-20251120083117-dea6d2f24af6
 
@@ -31,12 +37,43 @@ CORE_KINDS="cluster.x-k8s.io_clusters cluster.x-k8s.io_clusterclasses cluster.x-
 cluster.x-k8s.io_machinedeployments cluster.x-k8s.io_machinehealthchecks cluster.x-k8s.io_machinepools
 cluster.x-k8s.io_machinedrainrules addons.cluster.x-k8s.io_clusterresourcesets
 addons.cluster.x-k8s.io_clusterresourcesetbindings ipam.cluster.x-k8s.io_ipaddresses ipam.cluster.x-k8s.io_ipaddressclaims"
-CAPK_KINDS="kubevirtclusters kubevirtclustertemplates kubevirtmachines kubevirtmachinetemplates"
 
-# module@version | path in the module | fix-up (none, capk-contract, platform, hostedcluster, hostedcontrolplane) | role
+# Infrastructure kinds per provider: the ones HyperShift installs (its cmd/install/assets/crds), identities included.
+# The contract label cluster.x-k8s.io/v1beta1 is what the provider's own config/crd kustomization adds at deploy
+# time (commonLabels or per-CRD capicontract patches), so CAPI finds the version of a ref's kind. Two corrections:
+# CAPA's older contract labels (v1alpha3, v1alpha4) are left out, since no Cluster API this product runs reads
+# them; CAPO labels every CRD v1beta1, also the three that serve only v1alpha1, which get v1alpha1 (as HyperShift's
+# installer labels them), so a contract lookup never answers a version the CRD does not serve.
+CAPK_KINDS="kubevirtclusters kubevirtclustertemplates kubevirtmachines kubevirtmachinetemplates"
+CAPA_KINDS="awsclustercontrolleridentities awsclusterroleidentities awsclusters awsclusterstaticidentities
+awsclustertemplates awsmachinepools awsmachines awsmachinetemplates"
+CAPZ_KINDS="azureasomanagedclusters azureasomanagedclustertemplates azureasomanagedcontrolplanes
+azureasomanagedcontrolplanetemplates azureasomanagedmachinepools azureasomanagedmachinepooltemplates
+azureclusteridentities azureclusters azureclustertemplates azuremachines azuremachinetemplates"
+CAPG_KINDS="gcpclusters gcpclustertemplates gcpmachines gcpmachinetemplates"
+CAPIBM_KINDS="ibmpowervsclusters ibmpowervsclustertemplates ibmpowervsimages ibmpowervsmachines
+ibmpowervsmachinetemplates ibmvpcclusters ibmvpcclustertemplates ibmvpcmachines ibmvpcmachinetemplates"
+CAPO_KINDS="openstackclusters openstackclustertemplates openstackmachines openstackmachinetemplates"
+CAPO_ALPHA_KINDS="openstackclusteridentities openstackfloatingippools openstackservers"
+C=cluster.x-k8s.io
+
+# infra MODULE FIXUP KINDS: the SOURCES lines of a provider's infrastructure CRDs.
+infra() {
+  local k
+  for k in $3; do echo "$1|config/crd/bases/infrastructure.cluster.x-k8s.io_$k.yaml|$2|private source"; done
+}
+
+# module@version | path in the module | fix-up | role. Fix-ups: none; labels:K=V[,K=V] (deploy-time labels);
+# platform; hostedcluster; hostedcontrolplane.
 SOURCES=$(
   for k in $CORE_KINDS; do echo "$CAPI|config/crd/bases/$k.yaml|none|private source"; done
-  for k in $CAPK_KINDS; do echo "$CAPK|config/crd/bases/infrastructure.cluster.x-k8s.io_$k.yaml|capk-contract|private source; standard CAPK (tests)"; done
+  for k in $CAPK_KINDS; do echo "$CAPK|config/crd/bases/infrastructure.cluster.x-k8s.io_$k.yaml|labels:$C/v1beta1=v1alpha1|private source; standard CAPK (tests)"; done
+  infra "$CAPA" "labels:$C/v1beta1=v1beta1_v1beta2" "$CAPA_KINDS"
+  infra "$CAPZ" "labels:$C/v1beta1=v1beta1" "$CAPZ_KINDS"
+  infra "$CAPG" "labels:$C/v1beta1=v1beta1" "$CAPG_KINDS"
+  infra "$CAPIBM" "labels:$C/v1beta1=v1beta1_v1beta2" "$CAPIBM_KINDS"
+  infra "$CAPO" "labels:$C/v1beta1=v1beta1" "$CAPO_KINDS"
+  infra "$CAPO" "labels:$C/v1beta1=v1alpha1" "$CAPO_ALPHA_KINDS"
   for k in $CORE_KINDS; do echo "$PLATFORM|core/config/crd/bases/$k.yaml|platform|platform set (tests)"; done
   echo "$HYPERSHIFT|$HS_DIR/hostedclusters.hypershift.openshift.io/AAA_ungated.yaml|hostedcluster|tests"
   echo "$HYPERSHIFT|$HS_DIR/hostedcontrolplanes.hypershift.openshift.io/AAA_ungated.yaml|hostedcontrolplane|tests"
@@ -65,8 +102,9 @@ while IFS='|' read -r mod path fixup role; do
   rm -f "$tmp/raw" "$tmp/stripped"
   case $fixup in
     none) ln -s "$src" "$tmp/raw" ;;
-    # kustomize commonLabels of CAPK's config/crd: the contract label kube-apiserver clients look up.
-    capk-contract) capicrds label "$src" "$tmp/raw" cluster.x-k8s.io/v1beta1=v1alpha1 ;;
+    # Labels the provider's config/crd kustomization adds at deploy time: the contract label CAPI looks up.
+    # shellcheck disable=SC2046 # one KEY=VALUE argument per comma-separated pair
+    labels:*) capicrds label "$src" "$tmp/raw" $(tr ',' ' ' <<<"${fixup#labels:}") ;;
     # The platform's CAPI: only v1beta2, conversion None (a platform without a conversion webhook for v1beta1).
     platform) capicrds served-only "$src" "$tmp/raw" v1beta2 ;;
     hostedcluster) crdgen strip-annotation "$src" "$tmp/raw" ;;
@@ -97,8 +135,9 @@ step "generated $(ls "$tmp/private" | wc -l) private CRDs"
   echo 'Each file sits at `<module>@<version>/<path in the module>`.'
   echo
   echo 'Fix-ups: *none*: copied verbatim, less leading blank or `---` lines, with a header comment.'
-  echo '*capk-contract*: adds the label `cluster.x-k8s.io/v1beta1: v1alpha1` (kustomize `commonLabels` of CAPK'"'"'s'
-  echo '`config/crd`). *platform*: keeps only version `v1beta2`, conversion `None` (the platform set of the tests).'
+  echo '*labels:K=V,...*: adds the labels the provider'"'"'s `config/crd` kustomization adds at deploy time (the CAPI'
+  echo 'contract label, e.g. `cluster.x-k8s.io/v1beta1: v1alpha1` for CAPK). *platform*: keeps only version `v1beta2`,'
+  echo 'conversion `None` (the platform set of the tests).'
   echo '*hostedcluster*: `hack/crdgen strip-annotation` (as `hack/crds.sh`). *hostedcontrolplane*: the same, plus the'
   echo 'label `cluster.x-k8s.io/v1beta1: v1beta1` (as HyperShift'"'"'s `cmd/install/assets/crds` sets it).'
   echo 'Fixed-up files are re-rendered by `sigs.k8s.io/yaml` (keys sorted).'

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -220,10 +221,10 @@ func newWebhookCommand() *cobra.Command {
 			return webhook.Run(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Listen, "listen", ":9443", "HTTPS address of "+webhook.ConvertPath+", /healthz and /readyz")
+	cmd.Flags().StringVar(&opts.Listen, "listen", podListen(os.Getenv(PodIPEnv), 9443), "HTTPS address of "+webhook.ConvertPath+", /healthz and /readyz (default: $"+PodIPEnv+":9443, else loopback)")
 	cmd.Flags().StringVar(&opts.CertFile, "tls-cert-file", "", "serving certificate (PEM), reloaded when it changes")
 	cmd.Flags().StringVar(&opts.KeyFile, "tls-private-key-file", "", "serving key (PEM), reloaded when it changes")
-	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", ":9440", "HTTP address of /metrics, /healthz and /readyz")
+	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "127.0.0.1:9440", "plain HTTP address of /metrics, /healthz and /readyz (loopback unless set)")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster); needs get, list, watch on CRDs")
 	return cmd
 }
@@ -311,7 +312,8 @@ func newProxyCommand() *cobra.Command {
 	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long open requests may finish at shutdown (watches end at once)")
 	f.StringVar(&admUpstream, "webhook-upstream", "", "https URL of CAPI's webhook server: serve the admission side for the private groups")
 	f.StringVar(&adm.UpstreamCAFile, "webhook-upstream-ca-file", "", "CA (PEM) of CAPI's webhook server certificate")
-	f.StringVar(&adm.Listen, "webhook-listen", ":9444", "HTTPS address of the admission side")
+	f.StringVar(&adm.Listen, "webhook-listen", podListen(os.Getenv(PodIPEnv), 9444), "HTTPS address of the admission side (default: $"+PodIPEnv+":9444, else loopback)")
+	f.StringSliceVar(&adm.Paths, "webhook-paths", proxy.DefaultAdmissionPaths, "webhook paths the admission side forwards to --webhook-upstream (others are 404)")
 	f.StringVar(&adm.CertFile, "webhook-tls-cert-file", "", "serving certificate (PEM) of the admission side")
 	f.StringVar(&adm.KeyFile, "webhook-tls-private-key-file", "", "serving key (PEM) of the admission side")
 	return cmd
@@ -332,4 +334,18 @@ func inheritedListener(fd int) (net.Listener, error) {
 		return nil, fmt.Errorf("file descriptor %d: %w", fd, err)
 	}
 	return l, nil
+}
+
+// PodIPEnv names the environment variable holding the pod's IP (the downward API's status.podIP).
+const PodIPEnv = "POD_IP"
+
+// podListen is the default address of a listener other pods must reach (the conversion webhook, the proxy's
+// admission side): the pod's IP and port, so it never listens on every interface. Without a usable pod IP it is
+// loopback, which fails closed: nothing outside the pod reaches it until POD_IP or the flag is set.
+func podListen(podIP string, port int) string {
+	ip := net.ParseIP(podIP)
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(port))
 }

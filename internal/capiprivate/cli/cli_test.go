@@ -12,6 +12,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds"
 )
 
 func run(t *testing.T, args ...string) (int, string, string) {
@@ -65,8 +67,8 @@ func TestCRDsGenerate(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	docs := strings.Split(stdout, "\n---\n")
-	if len(docs) != 16 {
-		t.Fatalf("%d documents, want 16", len(docs))
+	if len(docs) != len(crds.Sources) {
+		t.Fatalf("%d documents, want one per private CRD (%d)", len(docs), len(crds.Sources))
 	}
 	webhooks := 0
 	for _, doc := range docs {
@@ -83,8 +85,9 @@ func TestCRDsGenerate(t *testing.T) {
 			t.Errorf("%s: clientConfig %+v", crd.Name, cc)
 		}
 	}
-	if webhooks != 12 {
-		t.Errorf("%d CRDs with a conversion webhook, want 12 (CAPK has one version)", webhooks)
+	// Core Cluster API's 12 kinds and CAPIBM's 8 multi-version kinds; every other provider serves one version.
+	if webhooks != 20 {
+		t.Errorf("%d CRDs with a conversion webhook, want 20", webhooks)
 	}
 
 	out := filepath.Join(dir, "out")
@@ -155,5 +158,44 @@ func TestBinaryDependencies(t *testing.T) {
 	}
 	if len(linked(dev, []string{"/internal/capiprivate/cli/devcmd"})) != 1 {
 		t.Error("cmd/capi-private-dev does not link devcmd")
+	}
+}
+
+// Listeners reachable from beyond the pod default to the pod's IP (POD_IP, from the downward API), never to every
+// interface; without POD_IP they fall back to loopback. Metrics stay on loopback.
+func TestListenDefaults(t *testing.T) {
+	for _, c := range []struct {
+		podIP string
+		port  int
+		want  string
+	}{
+		{"10.128.2.7", 9443, "10.128.2.7:9443"},
+		{"fd01:0:0:1::7", 9444, "[fd01:0:0:1::7]:9444"},
+		{"", 9443, "127.0.0.1:9443"},
+		{"not-an-ip", 9443, "127.0.0.1:9443"},
+		{"0.0.0.0", 9443, "127.0.0.1:9443"},
+		{"::", 9443, "127.0.0.1:9443"},
+	} {
+		if got := podListen(c.podIP, c.port); got != c.want {
+			t.Errorf("podListen(%q, %d) = %q, want %q", c.podIP, c.port, got, c.want)
+		}
+	}
+
+	t.Setenv("POD_IP", "10.128.2.7")
+	root := newRoot(&bytes.Buffer{}, &bytes.Buffer{})
+	for _, c := range []struct{ cmd, flag, want string }{
+		{"webhook", "listen", "10.128.2.7:9443"},
+		{"webhook", "metrics-listen", "127.0.0.1:9440"},
+		{"proxy", "webhook-listen", "10.128.2.7:9444"},
+		{"proxy", "listen", "127.0.0.1:8080"},
+		{"proxy", "metrics-listen", "127.0.0.1:9441"},
+	} {
+		cmd, _, err := root.Find([]string{c.cmd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := cmd.Flags().Lookup(c.flag); f == nil || f.DefValue != c.want {
+			t.Errorf("%s --%s default %v, want %s", c.cmd, c.flag, f, c.want)
+		}
 	}
 }

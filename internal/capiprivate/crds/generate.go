@@ -1,5 +1,6 @@
-// Package crds holds capi-private's private CustomResourceDefinitions: the twins of the upstream Cluster API and
-// CAPK CRDs in the private API groups (reference docs/capi-private.md).
+// Package crds holds capi-private's private CustomResourceDefinitions: the twins of the upstream Cluster API CRDs
+// and of the infrastructure providers' (CAPK, CAPA, CAPZ, CAPG, CAPIBM, CAPO) in the private API groups, each
+// labelled hypershift.openshift.io/private-capi: "true" (docs/capi-private.md).
 //
 //   - upstream/ holds the upstream YAML, vendored from pinned modules by hack/capi-crds.sh (package upstream, used
 //     by tests, the test environment and the generator only, so it is not linked into the binary).
@@ -12,11 +13,14 @@ package crds
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 )
 
 // Names, labels and annotations of §7.
@@ -31,20 +35,17 @@ const (
 	AnnotationSource = "hypershift.openshift.io/private-capi-source"
 )
 
-// privateGroups is the group table of §3 as far as CRDs need it (standard → private).
-//
-// It is a private copy: internal/capiprivate/groups owns the table and will replace this map.
-var privateGroups = map[string]string{
-	"cluster.x-k8s.io":                "cluster.hypershift.openshift.io",
-	"addons.cluster.x-k8s.io":         "addons.cluster.hypershift.openshift.io",
-	"ipam.cluster.x-k8s.io":           "ipam.cluster.hypershift.openshift.io",
-	"infrastructure.cluster.x-k8s.io": "infrastructure.cluster.hypershift.openshift.io",
-}
-
-// Pinned upstream modules (module@version). hack/capi-crds.sh vendors the same versions.
+// Pinned upstream modules (module@version). hack/capi-crds.sh vendors the same versions. The infrastructure
+// providers are pinned where HyperShift's go.mod pins them.
 const (
-	CAPIModule     = "sigs.k8s.io/cluster-api@v1.12.10"
-	CAPKModule     = "sigs.k8s.io/cluster-api-provider-kubevirt@v0.1.10"
+	CAPIModule   = "sigs.k8s.io/cluster-api@v1.12.10"
+	CAPKModule   = "sigs.k8s.io/cluster-api-provider-kubevirt@v0.1.10"
+	CAPAModule   = "sigs.k8s.io/cluster-api-provider-aws/v2@v2.13.0"
+	CAPZModule   = "sigs.k8s.io/cluster-api-provider-azure@v1.26.0"
+	CAPGModule   = "sigs.k8s.io/cluster-api-provider-gcp@v1.13.0"
+	CAPIBMModule = "sigs.k8s.io/cluster-api-provider-ibmcloud@v0.13.1"
+	CAPOModule   = "sigs.k8s.io/cluster-api-provider-openstack@v0.14.6"
+	// PlatformModule provides the platform's standard CAPI CRDs of the test environment.
 	PlatformModule = "sigs.k8s.io/cluster-api@v1.14.2"
 	// HyperShiftModule provides the HostedCluster and HostedControlPlane CRDs of the test environment.
 	HyperShiftModule = "github.com/openshift/hypershift/api@v0.0.0-20251120083117-dea6d2f24af6"
@@ -53,8 +54,13 @@ const (
 // Provider label values, as clusterctl sets them (core "cluster-api", infrastructure providers
 // "infrastructure-<name>").
 const (
-	providerCore     = "cluster-api"
-	providerKubevirt = "infrastructure-kubevirt"
+	providerCore      = "cluster-api"
+	providerKubevirt  = "infrastructure-kubevirt"
+	providerAWS       = "infrastructure-aws"
+	providerAzure     = "infrastructure-azure"
+	providerGCP       = "infrastructure-gcp"
+	providerIBMCloud  = "infrastructure-ibmcloud"
+	providerOpenStack = "infrastructure-openstack"
 )
 
 // Source is one upstream CRD file that has a private twin.
@@ -65,6 +71,9 @@ type Source struct {
 	Path string
 	// Provider is the value of the cluster.x-k8s.io/provider label.
 	Provider string
+	// Serve, when set, lists the versions the private CRD serves (the storage version among them); the others are
+	// dropped. Nil serves every version upstream serves.
+	Serve []string
 }
 
 // String is <module>@<version>/<path>, the value of AnnotationSource and the file's path under upstream/.
@@ -74,29 +83,64 @@ func capi(file string) Source {
 	return Source{Module: CAPIModule, Path: "config/crd/bases/" + file, Provider: providerCore}
 }
 
-func capk(file string) Source {
-	return Source{Module: CAPKModule, Path: "config/crd/bases/" + file, Provider: providerKubevirt}
+// infra is the Source of an infrastructure provider's CRD for plural in module's config/crd/bases.
+func infra(module, provider, plural string, serve ...string) Source {
+	return Source{Module: module, Path: "config/crd/bases/infrastructure.cluster.x-k8s.io_" + plural + ".yaml",
+		Provider: provider, Serve: serve}
 }
 
-// Sources is the closed list of upstream CRDs with a private twin: the kinds of §3.
-var Sources = []Source{
-	capi("cluster.x-k8s.io_clusters.yaml"),
-	capi("cluster.x-k8s.io_clusterclasses.yaml"),
-	capi("cluster.x-k8s.io_machines.yaml"),
-	capi("cluster.x-k8s.io_machinesets.yaml"),
-	capi("cluster.x-k8s.io_machinedeployments.yaml"),
-	capi("cluster.x-k8s.io_machinehealthchecks.yaml"),
-	capi("cluster.x-k8s.io_machinepools.yaml"),
-	capi("cluster.x-k8s.io_machinedrainrules.yaml"),
-	capi("addons.cluster.x-k8s.io_clusterresourcesets.yaml"),
-	capi("addons.cluster.x-k8s.io_clusterresourcesetbindings.yaml"),
-	capi("ipam.cluster.x-k8s.io_ipaddresses.yaml"),
-	capi("ipam.cluster.x-k8s.io_ipaddressclaims.yaml"),
-	capk("infrastructure.cluster.x-k8s.io_kubevirtclusters.yaml"),
-	capk("infrastructure.cluster.x-k8s.io_kubevirtclustertemplates.yaml"),
-	capk("infrastructure.cluster.x-k8s.io_kubevirtmachines.yaml"),
-	capk("infrastructure.cluster.x-k8s.io_kubevirtmachinetemplates.yaml"),
+func infras(module, provider string, plurals ...string) []Source {
+	out := make([]Source, 0, len(plurals))
+	for _, p := range plurals {
+		out = append(out, infra(module, provider, p))
+	}
+	return out
 }
+
+// Sources is the closed list of upstream CRDs with a private twin: core Cluster API and, per infrastructure
+// provider, the kinds HyperShift installs (its cmd/install/assets/crds), identity kinds included.
+//
+// Served versions follow the provider version HyperShift pins. CAPZ's AzureASOManaged* kinds also serve a
+// deprecated v1alpha1 upstream, converted by CAPZ's own webhook; HyperShift serves v1beta1 alone and CAPZ's
+// converters do not link at this module's Cluster API version, so the private twins serve v1beta1 alone
+// (conversion None). Every other multi-version kind (core, CAPIBM) converts in capi-private's webhook.
+var Sources = slices.Concat(
+	[]Source{
+		capi("cluster.x-k8s.io_clusters.yaml"),
+		capi("cluster.x-k8s.io_clusterclasses.yaml"),
+		capi("cluster.x-k8s.io_machines.yaml"),
+		capi("cluster.x-k8s.io_machinesets.yaml"),
+		capi("cluster.x-k8s.io_machinedeployments.yaml"),
+		capi("cluster.x-k8s.io_machinehealthchecks.yaml"),
+		capi("cluster.x-k8s.io_machinepools.yaml"),
+		capi("cluster.x-k8s.io_machinedrainrules.yaml"),
+		capi("addons.cluster.x-k8s.io_clusterresourcesets.yaml"),
+		capi("addons.cluster.x-k8s.io_clusterresourcesetbindings.yaml"),
+		capi("ipam.cluster.x-k8s.io_ipaddresses.yaml"),
+		capi("ipam.cluster.x-k8s.io_ipaddressclaims.yaml"),
+	},
+	infras(CAPKModule, providerKubevirt, "kubevirtclusters", "kubevirtclustertemplates", "kubevirtmachines",
+		"kubevirtmachinetemplates"),
+	infras(CAPAModule, providerAWS, "awsclustercontrolleridentities", "awsclusterroleidentities", "awsclusters",
+		"awsclusterstaticidentities", "awsclustertemplates", "awsmachinepools", "awsmachines", "awsmachinetemplates"),
+	[]Source{
+		infra(CAPZModule, providerAzure, "azureasomanagedclusters", "v1beta1"),
+		infra(CAPZModule, providerAzure, "azureasomanagedclustertemplates", "v1beta1"),
+		infra(CAPZModule, providerAzure, "azureasomanagedcontrolplanes", "v1beta1"),
+		infra(CAPZModule, providerAzure, "azureasomanagedcontrolplanetemplates", "v1beta1"),
+		infra(CAPZModule, providerAzure, "azureasomanagedmachinepools", "v1beta1"),
+		infra(CAPZModule, providerAzure, "azureasomanagedmachinepooltemplates", "v1beta1"),
+	},
+	infras(CAPZModule, providerAzure, "azureclusteridentities", "azureclusters", "azureclustertemplates",
+		"azuremachines", "azuremachinetemplates"),
+	infras(CAPGModule, providerGCP, "gcpclusters", "gcpclustertemplates", "gcpmachines", "gcpmachinetemplates"),
+	infras(CAPIBMModule, providerIBMCloud, "ibmpowervsclusters", "ibmpowervsclustertemplates", "ibmpowervsimages",
+		"ibmpowervsmachines", "ibmpowervsmachinetemplates", "ibmvpcclusters", "ibmvpcclustertemplates",
+		"ibmvpcmachines", "ibmvpcmachinetemplates"),
+	infras(CAPOModule, providerOpenStack, "openstackclusteridentities", "openstackclusters",
+		"openstackclustertemplates", "openstackfloatingippools", "openstackmachines", "openstackmachinetemplates",
+		"openstackservers"),
+)
 
 // Webhook service of the committed manifests: the conversion webhook's Service in HyperShift's namespace.
 // Install and `capi-private crds generate|install` take another client config (a URL in tests).
@@ -122,7 +166,8 @@ func DefaultClientConfig() apiextensionsv1.WebhookClientConfig {
 //  1. metadata.name becomes <plural>.<private group> and spec.group the private group; nothing else is
 //     renamed (the group appears elsewhere only in descriptions) and schemas are never edited;
 //  2. spec.names stay as they are;
-//  3. versions with served: false are dropped; the storage version must be served and stays the storage version;
+//  3. versions with served: false are dropped, and so are versions outside src.Serve when it is set; the storage
+//     version must be served and stays the storage version;
 //  4. labels: upstream's (contract labels keep their standard keys) plus cluster.x-k8s.io/provider and
 //     hypershift.openshift.io/private-capi: "true";
 //  5. annotation hypershift.openshift.io/private-capi-source: <module>@<version>/<path>;
@@ -182,7 +227,7 @@ func privatize(crd map[string]any, src Source, cc apiextensionsv1.WebhookClientC
 		return "", fmt.Errorf("no metadata or spec")
 	}
 	group, _ := spec["group"].(string)
-	private, ok := privateGroups[group]
+	private, ok := groups.Default.ToPrivate(group)
 	if !ok {
 		return "", fmt.Errorf("group %q has no private group", group)
 	}
@@ -197,23 +242,9 @@ func privatize(crd map[string]any, src Source, cc apiextensionsv1.WebhookClientC
 	meta["name"] = plural + "." + private
 	spec["group"] = private
 
-	versions, _ := spec["versions"].([]any)
-	var served []any
-	storage := ""
-	for _, v := range versions {
-		v, _ := v.(map[string]any)
-		if v["storage"] == true {
-			storage, _ = v["name"].(string)
-			if v["served"] != true {
-				return "", fmt.Errorf("storage version %s is not served", storage)
-			}
-		}
-		if v["served"] == true {
-			served = append(served, v)
-		}
-	}
-	if storage == "" {
-		return "", fmt.Errorf("no storage version")
+	served, err := servedVersions(spec, src.Serve)
+	if err != nil {
+		return "", err
 	}
 	spec["versions"] = served
 
@@ -249,5 +280,41 @@ func privatize(crd map[string]any, src Source, cc apiextensionsv1.WebhookClientC
 	return meta["name"].(string), nil
 }
 
-// hasPrivateSuffix reports whether name is a private CRD name (the only names Install writes).
-func hasPrivateSuffix(name string) bool { return strings.HasSuffix(name, PrivateSuffix) }
+// servedVersions returns the versions of spec the private CRD serves: those upstream serves, limited to serve
+// when it is set. The storage version must be among them.
+func servedVersions(spec map[string]any, serve []string) ([]any, error) {
+	versions, _ := spec["versions"].([]any)
+	var served []any
+	storage, found := "", 0
+	for _, v := range versions {
+		v, _ := v.(map[string]any)
+		name, _ := v["name"].(string)
+		keep := v["served"] == true && (serve == nil || slices.Contains(serve, name))
+		if v["storage"] == true {
+			storage = name
+			if !keep {
+				return nil, fmt.Errorf("storage version %s is not served", storage)
+			}
+		}
+		if keep {
+			served = append(served, v)
+			if slices.Contains(serve, name) {
+				found++
+			}
+		}
+	}
+	if storage == "" {
+		return nil, fmt.Errorf("no storage version")
+	}
+	if found != len(serve) {
+		return nil, fmt.Errorf("versions %v to serve are not all served upstream", serve)
+	}
+	return served, nil
+}
+
+// hasPrivateSuffix reports whether name is a private CRD name (the only names Install writes): it ends in
+// PrivateSuffix and its group is a private group of the table.
+func hasPrivateSuffix(name string) bool {
+	_, g, ok := groups.SplitCRDName(name)
+	return ok && strings.HasSuffix(name, PrivateSuffix) && groups.Default.IsPrivate(g)
+}

@@ -3,19 +3,23 @@ package crds_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/contract"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds/upstream"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/golden"
 )
 
@@ -74,6 +78,23 @@ func TestGenerateRejects(t *testing.T) {
 			t.Errorf("%s: Generate succeeded", name)
 		}
 	}
+	// Serve must keep the storage version and name only versions upstream serves.
+	for name, serve := range map[string][]string{
+		"storage not kept":  {"v1beta1"},
+		"unknown version":   {"v1beta2", "v9"},
+		"no version at all": {},
+	} {
+		src := crds.Source{Module: "m@v1", Path: "p.yaml", Provider: "x", Serve: serve}
+		if _, _, err := crds.Generate(src, widgets, crds.DefaultClientConfig()); err == nil {
+			t.Errorf("Serve %s %v: Generate succeeded", name, serve)
+		}
+	}
+	// Serve limits the served versions: one left, conversion None.
+	src = crds.Source{Module: "m@v1", Path: "p.yaml", Provider: "x", Serve: []string{"v1beta2"}}
+	_, out, err := crds.Generate(src, widgets, crds.DefaultClientConfig())
+	if err != nil || bytes.Contains(out, []byte("name: v1beta1")) || !bytes.Contains(out, []byte("strategy: None")) {
+		t.Errorf("Serve [v1beta2]: err %v, output:\n%s", err, out)
+	}
 }
 
 // The committed private CRDs are exactly what Generate makes of the vendored upstream files (make verify checks
@@ -120,12 +141,6 @@ func toMap(t *testing.T, data []byte) map[string]any {
 
 // The invariants of §7 on every real private CRD.
 func TestPrivateCRDInvariants(t *testing.T) {
-	privateOf := map[string]string{
-		"cluster.x-k8s.io":                "cluster.hypershift.openshift.io",
-		"addons.cluster.x-k8s.io":         "addons.cluster.hypershift.openshift.io",
-		"ipam.cluster.x-k8s.io":           "ipam.cluster.hypershift.openshift.io",
-		"infrastructure.cluster.x-k8s.io": "infrastructure.cluster.hypershift.openshift.io",
-	}
 	for _, src := range crds.Sources {
 		data, err := upstream.File(src.String())
 		if err != nil {
@@ -143,8 +158,8 @@ func TestPrivateCRDInvariants(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(priv.Name, func(t *testing.T) {
-			group := privateOf[up.Spec.Group]
-			if priv.Spec.Group != group {
+			group, _ := groups.Default.ToPrivate(up.Spec.Group)
+			if priv.Spec.Group != group || group == "" {
 				t.Errorf("group %s, want %s", priv.Spec.Group, group)
 			}
 			if want := contract.CalculateCRDName(group, up.Spec.Names.Kind); priv.Name != want {
@@ -153,17 +168,18 @@ func TestPrivateCRDInvariants(t *testing.T) {
 			if !reflect.DeepEqual(priv.Spec.Names, up.Spec.Names) || priv.Spec.Scope != up.Spec.Scope {
 				t.Errorf("names or scope changed")
 			}
-			// Served versions kept verbatim (schemas never edited), unserved ones dropped, storage unchanged.
+			// Served versions kept verbatim (schemas never edited), unserved ones (and those outside Serve) dropped,
+			// storage unchanged.
 			var want []apiextensionsv1.CustomResourceDefinitionVersion
 			for _, v := range up.Spec.Versions {
-				if v.Served {
+				if v.Served && (src.Serve == nil || slices.Contains(src.Serve, v.Name)) {
 					want = append(want, v)
 				}
 			}
 			if !reflect.DeepEqual(priv.Spec.Versions, want) {
 				t.Errorf("versions differ from upstream's served versions")
 			}
-			if got := storage(&priv); got != storage(&up) || got != wantStorage(src) {
+			if got := storage(&priv); got != storage(&up) || got == "" {
 				t.Errorf("storage version %s, upstream %s", got, storage(&up))
 			}
 			for k, v := range up.Labels {
@@ -174,8 +190,12 @@ func TestPrivateCRDInvariants(t *testing.T) {
 			if priv.Labels[crds.LabelPrivate] != "true" || priv.Labels[crds.LabelProvider] != src.Provider {
 				t.Errorf("labels %v", priv.Labels)
 			}
-			if strings.HasPrefix(src.Path, "config/crd/bases/infrastructure.") && priv.Labels["cluster.x-k8s.io/v1beta1"] != "v1alpha1" {
-				t.Errorf("CAPK contract label missing: %v", priv.Labels)
+			// Every infrastructure kind carries a contract label whose newest version the private CRD serves: what
+			// CAPI (and the webhook's apiVersion getter) answer for a ref to the kind.
+			if up.Spec.Group == "infrastructure.cluster.x-k8s.io" {
+				if v, err := webhookLatest(priv.Name, priv.Labels); err != nil || !served(&priv, v) {
+					t.Errorf("contract labels %v: latest %q (%v) is not served", priv.Labels, v, err)
+				}
 			}
 			if priv.Annotations[crds.AnnotationSource] != src.String() {
 				t.Errorf("source annotation %q", priv.Annotations[crds.AnnotationSource])
@@ -202,11 +222,26 @@ func TestPrivateCRDInvariants(t *testing.T) {
 	}
 }
 
-func wantStorage(src crds.Source) string {
-	if src.Module == crds.CAPKModule {
-		return "v1alpha1"
+// webhookLatest is the newest version a CRD's contract label names (cluster.x-k8s.io/v1beta2, else v1beta1;
+// versions separated by "_"), as Cluster API reads it.
+func webhookLatest(name string, labels map[string]string) (string, error) {
+	for _, key := range []string{"cluster.x-k8s.io/v1beta2", "cluster.x-k8s.io/v1beta1"} {
+		if value := labels[key]; value != "" {
+			vs := strings.Split(value, "_")
+			slices.SortFunc(vs, version.CompareKubeAwareVersionStrings)
+			return vs[len(vs)-1], nil
+		}
 	}
-	return "v1beta2"
+	return "", fmt.Errorf("%s has no contract label", name)
+}
+
+func served(crd *apiextensionsv1.CustomResourceDefinition, v string) bool {
+	for _, sv := range crd.Spec.Versions {
+		if sv.Name == v && sv.Served {
+			return true
+		}
+	}
+	return false
 }
 
 func storage(crd *apiextensionsv1.CustomResourceDefinition) string {

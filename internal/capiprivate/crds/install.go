@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 )
 
 // FieldManager is the server-side-apply field manager of everything capi-private installs.
@@ -50,13 +54,14 @@ func Install(ctx context.Context, c client.Client, opts InstallOptions) error {
 		if !hasPrivateSuffix(crd.GetName()) { // Private checks this too; the write is what must never happen.
 			return fmt.Errorf("refusing to write CRD %s: not a private CRD", crd.GetName())
 		}
-		if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
-		}
+	}
+	pending, err := Apply(ctx, c, crds, FieldManager)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	if err := WaitEstablished(ctx, c, crds); err != nil {
+	if err := WaitEstablished(ctx, c, pending); err != nil {
 		return err
 	}
 	var probeErr error
@@ -70,21 +75,65 @@ func Install(ctx context.Context, c client.Client, opts InstallOptions) error {
 	return nil
 }
 
-// WaitEstablished waits until every CRD of crds is Established, or ctx ends.
+// applyWorkers bounds the CRDs applied at once.
+const applyWorkers = 4
+
+// Apply server-side applies crds as fieldManager (forcing ownership), a few at a time, and returns those whose
+// answer is not yet Established (a CRD applied unchanged answers with its Established condition, so a re-install
+// waits for nothing).
+func Apply(ctx context.Context, c client.Client, crds []*unstructured.Unstructured, fieldManager string) ([]*unstructured.Unstructured, error) {
+	established := make([]bool, len(crds))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(applyWorkers)
+	for i, crd := range crds {
+		g.Go(func() error {
+			obj := crd.DeepCopy()
+			if err := c.Patch(gctx, obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+				return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
+			}
+			established[i] = conditionTrue(obj, string(apiextensionsv1.Established))
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var pending []*unstructured.Unstructured
+	for i, crd := range crds {
+		if !established[i] {
+			pending = append(pending, crd)
+		}
+	}
+	return pending, nil
+}
+
+// conditionTrue reports whether obj's status has condition typ with status True.
+func conditionTrue(obj *unstructured.Unstructured, typ string) bool {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ && m["status"] == string(apiextensionsv1.ConditionTrue) {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitEstablished waits until every CRD of crds is Established, or ctx ends. A CRD seen Established is not read
+// again.
 func WaitEstablished(ctx context.Context, c client.Client, crds []*unstructured.Unstructured) error {
-	pending := ""
+	pending := slices.Clone(crds)
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		for _, crd := range crds {
+		for len(pending) > 0 {
 			var got apiextensionsv1.CustomResourceDefinition
-			if err := c.Get(ctx, client.ObjectKey{Name: crd.GetName()}, &got); err != nil || !Established(&got) {
-				pending = crd.GetName()
+			if err := c.Get(ctx, client.ObjectKey{Name: pending[0].GetName()}, &got); err != nil || !Established(&got) {
 				return false, nil
 			}
+			pending = pending[1:]
 		}
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for CRD %s to be Established: %w", pending, err)
+		return fmt.Errorf("waiting for CRD %s to be Established: %w", pending[0].GetName(), err)
 	}
 	return nil
 }
@@ -105,14 +154,14 @@ func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // fails while the webhook is down, untrusted, or cannot read CRDs.
 func Probe(ctx context.Context, c client.Client, namespace string) error {
 	m := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": privateGroups["cluster.x-k8s.io"] + "/v1beta1",
+		"apiVersion": groups.Default.MustPrivate("cluster.x-k8s.io") + "/v1beta1",
 		"kind":       "Machine",
 		"metadata":   map[string]any{"generateName": "capi-private-probe-", "namespace": namespace},
 		"spec": map[string]any{
 			"clusterName": "capi-private-probe",
 			"bootstrap":   map[string]any{"dataSecretName": "capi-private-probe"},
 			"infrastructureRef": map[string]any{
-				"apiVersion": privateGroups["infrastructure.cluster.x-k8s.io"] + "/v1alpha1",
+				"apiVersion": groups.Default.MustPrivate("infrastructure.cluster.x-k8s.io") + "/v1alpha1",
 				"kind":       "KubevirtMachine",
 				"name":       "capi-private-probe",
 			},
@@ -121,7 +170,7 @@ func Probe(ctx context.Context, c client.Client, namespace string) error {
 	if err := c.Create(ctx, m, client.DryRunAll); err != nil {
 		return err
 	}
-	if m.GetAPIVersion() != privateGroups["cluster.x-k8s.io"]+"/v1beta1" {
+	if m.GetAPIVersion() != groups.Default.MustPrivate("cluster.x-k8s.io")+"/v1beta1" {
 		return fmt.Errorf("probe answered with apiVersion %s", m.GetAPIVersion())
 	}
 	return nil

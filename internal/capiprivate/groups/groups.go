@@ -126,6 +126,16 @@ func (m *Mapping) ToPrivate(standard string) (string, bool) {
 	return p, ok
 }
 
+// MustPrivate is ToPrivate for a group the caller knows is in the table (a fixed row such as cluster.x-k8s.io);
+// it panics otherwise.
+func (m *Mapping) MustPrivate(standard string) string {
+	p, ok := m.toPrivate[standard]
+	if !ok {
+		panic("groups: " + standard + " is not a standard group of the table")
+	}
+	return p
+}
+
 // ToStandard returns the standard group of a private group.
 func (m *Mapping) ToStandard(private string) (string, bool) {
 	s, ok := m.toStd[private]

@@ -99,7 +99,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	defer cancel()
 	errs := make(chan error, 3)
 	go func() { errs <- mgr.Start(ctx) }()
-	go func() { errs <- webhook.ServeTLS(ctx, l, o.CertFile, o.KeyFile, webhookMux(NewHandler(&o.Config, m))) }()
+	go func() { errs <- webhook.ServeTLS(ctx, l, o.CertFile, o.KeyFile, webhookMux(NewHandler(&o.Config, m)), podReviewLimits) }()
 	msrv := &http.Server{Handler: healthMux(reg), ReadHeaderTimeout: 10 * time.Second}
 	go func() { errs <- msrv.Serve(ml) }()
 	if o.Ready != nil {
@@ -188,3 +188,7 @@ func healthMux(reg *prometheus.Registry) http.Handler {
 	mux.HandleFunc("GET /readyz", ok)
 	return mux
 }
+
+// podReviewLimits bound what the injector reads: an AdmissionReview of one Pod (a Pod is far below etcd's 1.5 MiB
+// object limit, so 4 MiB holds any review kube-apiserver sends); the timeouts are the conversion webhook's.
+var podReviewLimits = webhook.Limits{MaxRequestBytes: 4 << 20}

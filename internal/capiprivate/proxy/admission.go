@@ -3,9 +3,11 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
@@ -14,6 +16,31 @@ import (
 
 // MaxAdmissionReview caps an AdmissionReview (object and oldObject, each at most etcd's 1.5 MiB, plus envelope).
 const MaxAdmissionReview = 8 << 20
+
+// DefaultAdmissionPaths are the webhook paths of CAPI's own webhook server (v1.12.10, config/webhook) for the
+// renamed groups: the only paths the admission side forwards unless configured otherwise. ExtensionConfig
+// (runtime.cluster.x-k8s.io) keeps its standard group, so its webhook is registered directly, not through here.
+var DefaultAdmissionPaths = []string{
+	"/mutate-addons-cluster-x-k8s-io-v1beta2-clusterresourceset",
+	"/mutate-cluster-x-k8s-io-v1beta2-cluster",
+	"/mutate-cluster-x-k8s-io-v1beta2-machine",
+	"/mutate-cluster-x-k8s-io-v1beta2-machinedeployment",
+	"/mutate-cluster-x-k8s-io-v1beta2-machinehealthcheck",
+	"/mutate-cluster-x-k8s-io-v1beta2-machinepool",
+	"/mutate-cluster-x-k8s-io-v1beta2-machineset",
+	"/validate-addons-cluster-x-k8s-io-v1beta2-clusterresourceset",
+	"/validate-addons-cluster-x-k8s-io-v1beta2-clusterresourcesetbinding",
+	"/validate-cluster-x-k8s-io-v1beta2-cluster",
+	"/validate-cluster-x-k8s-io-v1beta2-clusterclass",
+	"/validate-cluster-x-k8s-io-v1beta2-machine",
+	"/validate-cluster-x-k8s-io-v1beta2-machinedeployment",
+	"/validate-cluster-x-k8s-io-v1beta2-machinedrainrule",
+	"/validate-cluster-x-k8s-io-v1beta2-machinehealthcheck",
+	"/validate-cluster-x-k8s-io-v1beta2-machinepool",
+	"/validate-cluster-x-k8s-io-v1beta2-machineset",
+	"/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddress",
+	"/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddressclaim",
+}
 
 // AdmissionOptions configure the proxy's webhook side (reference §5a).
 type AdmissionOptions struct {
@@ -28,6 +55,13 @@ type AdmissionOptions struct {
 	// Metrics receive translation errors and counts (default: a fresh unregistered set). Pass Proxy.Metrics() to
 	// share the proxy's.
 	Metrics *Metrics
+	// Paths are the only request paths forwarded (exact matches; default DefaultAdmissionPaths): anything else
+	// is 404 before its body is read. Add a provider's webhook paths here when its webhooks guard private CRDs.
+	Paths []string
+	// BodyReadTimeout bounds reading one AdmissionReview (default DefaultBodyReadTimeout); MaxBufferedBytes
+	// bounds the reviews being read at once (default DefaultAdmissionBufferBytes).
+	BodyReadTimeout  time.Duration
+	MaxBufferedBytes int64
 }
 
 // Admission is the proxy's webhook side: an http.Handler for the AdmissionReviews kube-apiserver sends about the
@@ -41,6 +75,8 @@ type Admission struct {
 	upstream *url.URL
 	rt       http.RoundTripper
 	m        *Metrics
+	paths    map[string]bool
+	body     bodyLimits
 }
 
 // NewAdmission builds the webhook side.
@@ -61,7 +97,21 @@ func NewAdmission(opts AdmissionOptions) (*Admission, error) {
 		}
 		opts.Metrics = m
 	}
-	return &Admission{t: translate.New(opts.Mapping), upstream: opts.Upstream, rt: opts.Transport, m: opts.Metrics}, nil
+	if opts.Paths == nil {
+		opts.Paths = DefaultAdmissionPaths
+	}
+	if opts.MaxBufferedBytes <= 0 {
+		opts.MaxBufferedBytes = DefaultAdmissionBufferBytes
+	}
+	a := &Admission{t: translate.New(opts.Mapping), upstream: opts.Upstream, rt: opts.Transport, m: opts.Metrics,
+		paths: map[string]bool{}, body: newBodyLimits(MaxAdmissionReview, opts.BodyReadTimeout, max(opts.MaxBufferedBytes, MaxAdmissionReview))}
+	for _, p := range opts.Paths {
+		if !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("admission: webhook path %q is not absolute", p)
+		}
+		a.paths[p] = true
+	}
+	return a, nil
 }
 
 // The direction labels of the admission side are translation directions: a review from kube-apiserver is
@@ -71,19 +121,41 @@ const (
 	admissionOut = "request"
 )
 
-// ServeHTTP handles one AdmissionReview.
-func (a *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// readReview checks a review's path, method and type, then reads its body under the body limits. false: the
+// answer is written. release frees the body's share of the buffer budget.
+func (a *Admission) readReview(w http.ResponseWriter, r *http.Request) ([]byte, func(), bool) {
+	none := func() {}
+	if !a.paths[r.URL.Path] {
+		a.m.Rejected.WithLabelValues(RejectAdmissionPath).Inc()
+		http.NotFound(w, r)
+		return nil, none, false
+	}
 	if r.Method != http.MethodPost {
 		http.Error(w, "AdmissionReviews are POSTed", http.StatusMethodNotAllowed)
-		return
+		return nil, none, false
 	}
 	if !isJSON(r.Header.Get("Content-Type")) {
 		http.Error(w, "AdmissionReviews are JSON", http.StatusUnsupportedMediaType)
-		return
+		return nil, none, false
 	}
-	raw, err := readBounded(r.Body, MaxAdmissionReview)
+	raw, release, err := a.body.read(w, r)
 	if err != nil {
-		http.Error(w, "reading the AdmissionReview: "+err.Error(), http.StatusBadRequest)
+		rej := bodyRejection(err, MaxAdmissionReview)
+		a.m.Rejected.WithLabelValues(rej.reason).Inc()
+		if rej.code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		http.Error(w, rej.message, rej.code)
+		return nil, release, false
+	}
+	return raw, release, true
+}
+
+// ServeHTTP handles one AdmissionReview.
+func (a *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, release, ok := a.readReview(w, r)
+	defer release()
+	if !ok {
 		return
 	}
 	t0 := time.Now()

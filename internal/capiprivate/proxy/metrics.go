@@ -44,6 +44,10 @@ const (
 	RejectHidden                 = "hidden"                   // a private or escaped group or CRD addressed directly (404)
 	RejectRequestTooLarge        = "request_too_large"        // a request body above the cap (413)
 	RejectUpgrade                = "upgrade"                  // an Upgrade on a path whose bodies are translated (400)
+	RejectBodyTimeout            = "body_timeout"             // a request body that did not arrive within its deadline (408)
+	RejectBufferFull             = "buffer_full"              // the budget of request bodies being read is spent (503)
+	RejectBodyRead               = "body_read"                // a request body that could not be read (400)
+	RejectAdmissionPath          = "admission_path"           // the admission side: a path outside the allowed webhook paths (404)
 )
 
 // Values of the upstream_errors_total reason label.

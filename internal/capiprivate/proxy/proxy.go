@@ -34,6 +34,18 @@ import (
 // proxy answers 413.
 const MaxRequestBody = 3 << 20
 
+// newRequestBodyLimits are the proxy's body limits; zero values take the defaults, and the budget holds at least
+// one body of the cap.
+func newRequestBodyLimits(maxBody int, timeout time.Duration, budget int64) bodyLimits {
+	if maxBody <= 0 {
+		maxBody = MaxRequestBody
+	}
+	if budget <= 0 {
+		budget = DefaultMaxBufferedBytes
+	}
+	return newBodyLimits(maxBody, timeout, max(budget, int64(maxBody)))
+}
+
 // bufferLimit: a response up to this size is read whole and translated as one unit (its fast path forwards the
 // exact bytes with a Content-Length); a larger one is streamed item by item.
 const bufferLimit = 256 << 10
@@ -53,6 +65,12 @@ type Options struct {
 	MaxObjectSize int
 	// MaxRequestBody caps a request body (default MaxRequestBody).
 	MaxRequestBody int
+	// BodyReadTimeout bounds reading one request body (default DefaultBodyReadTimeout; 408 past it). It applies
+	// to bodies only, so watches are never cut by it.
+	BodyReadTimeout time.Duration
+	// MaxBufferedBytes bounds the request bodies being read at once, before kube-apiserver has authenticated
+	// their callers (default DefaultMaxBufferedBytes, at least MaxRequestBody; 503 with Retry-After past it).
+	MaxBufferedBytes int64
 	// Logger logs upstream failures (default: discard).
 	Logger *slog.Logger
 	// WrapUpstream, if set, wraps the upstream transport (to observe what reaches kube-apiserver; tests record
@@ -75,9 +93,11 @@ type engine struct {
 	auth      AuthMode
 	m         *Metrics
 	maxObject int
-	maxBody   int
+	body      bodyLimits
 	log       *slog.Logger
 	gzip      bool // ask kube-apiserver for gzip (not with Upstream.DisableCompression)
+	// v2Protobuf keeps the protobuf encoding of the last translated OpenAPI v2 document.
+	v2Protobuf v2Protobuf
 
 	// stopping ends watches at shutdown (their clients re-watch elsewhere).
 	stopping     context.Context
@@ -114,9 +134,7 @@ func New(opts Options) (*Proxy, error) {
 	if opts.MaxObjectSize > 0 {
 		e.maxObject = opts.MaxObjectSize
 	}
-	if opts.MaxRequestBody > 0 {
-		e.maxBody = opts.MaxRequestBody
-	}
+	e.body = newRequestBodyLimits(opts.MaxRequestBody, opts.BodyReadTimeout, opts.MaxBufferedBytes)
 	if opts.Logger != nil {
 		e.log = opts.Logger
 	}
@@ -138,7 +156,7 @@ func newEngine(m *groups.Mapping, rt http.RoundTripper, base *url.URL, auth Auth
 	}
 	stopping, stop := context.WithCancel(context.Background())
 	return &engine{t: translate.New(m), rt: rt, base: base, auth: auth, m: metrics, maxObject: translate.MaxObjectSize,
-		maxBody: MaxRequestBody, log: slog.New(slog.DiscardHandler), gzip: true, stopping: stopping, stopWatching: stop}
+		body: newRequestBodyLimits(0, 0, 0), log: slog.New(slog.DiscardHandler), gzip: true, stopping: stopping, stopWatching: stop}
 }
 
 // upstreamTransport is client-go's transport for cfg (HTTP/2 over verified TLS): without any credentials in
@@ -221,6 +239,7 @@ type exchange struct {
 	code       int
 	translated bool
 	rejected   bool
+	v2Protobuf bool   // the client asked for the OpenAPI v2 document in protobuf
 	errBody    []byte // the body of an error answer (labels)
 }
 

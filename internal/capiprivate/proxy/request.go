@@ -136,14 +136,24 @@ func translatedKind(k translate.PathKind) bool {
 	return k != translate.PathOther && k != translate.PathStream
 }
 
-// documentKind: discovery and OpenAPI v3 documents, whose ETags carry the mapping hash.
+// documentKind: discovery and OpenAPI documents, whose ETags carry the mapping hash.
 func documentKind(k translate.PathKind) bool {
 	switch k {
 	case translate.PathDiscoveryRoot, translate.PathDiscoveryGroup, translate.PathDiscoveryVersion,
-		translate.PathOpenAPIIndex, translate.PathOpenAPIDocument:
+		translate.PathOpenAPIIndex, translate.PathOpenAPIDocument, translate.PathOpenAPIV2:
 		return true
 	}
 	return false
+}
+
+// wantsV2Protobuf reports whether a client's Accept header prefers the protobuf encoding of the OpenAPI v2
+// document: its first media range is one of kube-openapi's protobuf types (client-go's discovery and older
+// kubectl send nothing else).
+func wantsV2Protobuf(accept string) bool {
+	first, _, _ := strings.Cut(accept, ",")
+	typ, _, _ := strings.Cut(first, ";")
+	typ = strings.ToLower(strings.TrimSpace(typ))
+	return typ == translate.OpenAPIV2Protobuf || typ == translate.OpenAPIV2ProtobufDeprecated
 }
 
 // isWatch: a watch request (legacy /watch/ path or ?watch=true|1).

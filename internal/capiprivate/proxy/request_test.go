@@ -2,6 +2,11 @@ package proxy
 
 import (
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
@@ -199,5 +204,31 @@ func TestStatusJSON(t *testing.T) {
 	want := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"kube-apiserver \"x\" down","reason":"ServiceUnavailable","details":{"retryAfterSeconds":1},"code":503}` + "\n"
 	if got != want {
 		t.Errorf("\n got %s\nwant %s", got, want)
+	}
+}
+
+// The admission side's default allow-list is exactly the webhook paths of CAPI's own webhook server
+// (config/webhook/manifests.yaml of the pinned module) for the renamed groups: runtime.cluster.x-k8s.io keeps its
+// name, so its ExtensionConfig webhook is not served through the proxy.
+func TestDefaultAdmissionPathsAreCAPIs(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api").Output()
+	if err != nil {
+		t.Fatalf("go list -m sigs.k8s.io/cluster-api: %v", err)
+	}
+	data, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, line := range strings.Split(string(data), "\n") {
+		p, ok := strings.CutPrefix(strings.TrimSpace(line), "path: ")
+		if ok && !strings.Contains(p, "-runtime-cluster-x-k8s-io-") && !slices.Contains(want, p) {
+			want = append(want, p)
+		}
+	}
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(DefaultAdmissionPaths))
+	if !slices.Equal(got, want) {
+		t.Errorf("DefaultAdmissionPaths\n%v\nwant CAPI's\n%v", got, want)
 	}
 }

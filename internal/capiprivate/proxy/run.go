@@ -53,6 +53,8 @@ type AdmissionRunOptions struct {
 	// certificate (default: the system roots).
 	Upstream       *url.URL
 	UpstreamCAFile string
+	// Paths are the webhook paths forwarded (default DefaultAdmissionPaths); others are 404.
+	Paths []string
 }
 
 // Defaults of RunOptions.
@@ -220,7 +222,7 @@ func admissionServer(ctx context.Context, a *AdmissionRunOptions, m *Metrics) (*
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: rootCAs}
-	h, err := NewAdmission(AdmissionOptions{Upstream: a.Upstream, Transport: tr, Metrics: m})
+	h, err := NewAdmission(AdmissionOptions{Upstream: a.Upstream, Transport: tr, Metrics: m, Paths: a.Paths})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -235,7 +237,9 @@ func admissionServer(ctx context.Context, a *AdmissionRunOptions, m *Metrics) (*
 			return nil, nil, err
 		}
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+	// Reviews are short requests: the whole exchange is bounded (kube-apiserver waits at most 30 s for a webhook).
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: DefaultBodyReadTimeout,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 90 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate}}
 	return srv, l, nil
 }

@@ -26,6 +26,7 @@ func (e *engine) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.watch = isWatch(path, r.Method, r.URL.RawQuery)
+	x.v2Protobuf = path.Kind == translate.PathOpenAPIV2 && wantsV2Protobuf(r.Header.Get("Accept"))
 	query, err := e.t.RequestQuery(path, r.URL.RawQuery)
 	if err != nil {
 		x.requestError(w, err)
@@ -41,45 +42,10 @@ func (e *engine) serve(w http.ResponseWriter, r *http.Request) {
 		h.Set("Accept-Encoding", "gzip")
 	}
 
-	var body io.Reader
-	contentLength := int64(0)
-	if r.Body != nil && r.Body != http.NoBody {
-		if path.Kind == translate.PathResource {
-			raw, err := readBounded(r.Body, e.maxBody)
-			if errors.Is(err, errTooLarge) {
-				x.reject(w, &rejection{http.StatusRequestEntityTooLarge, RejectRequestTooLarge,
-					"capi-private proxy: request body larger than " + strconv.Itoa(e.maxBody) + " bytes"})
-				return
-			}
-			if err != nil {
-				x.rejected, x.code = true, http.StatusBadRequest
-				writeStatus(w, http.StatusBadRequest, "BadRequest", "capi-private proxy: reading the request body: "+err.Error())
-				return
-			}
-			e.m.bytes[sideClient][dirRequest].Add(float64(len(raw)))
-			if len(raw) > 0 {
-				t0 := time.Now()
-				res, err := e.t.RequestBody(h.Get("Content-Type"), raw, path.Context())
-				e.m.TranslationDuration.WithLabelValues("request").Observe(time.Since(t0).Seconds())
-				if err != nil {
-					x.requestError(w, err)
-					return
-				}
-				if res.Translated {
-					e.m.ObjectsTranslated.WithLabelValues("request").Inc()
-					x.translated = true
-				}
-				if res.ContentType != h.Get("Content-Type") {
-					h.Set("Content-Type", res.ContentType)
-				}
-				body, contentLength = bytes.NewReader(res.Body), int64(len(res.Body))
-				e.m.bytes[sideUpstream][dirRequest].Add(float64(len(res.Body)))
-			}
-		} else {
-			// Untranslated paths (logs, proxy subresources, non-API paths): the body streams through.
-			body = &countingReader{r: r.Body, n: [2]countRef{{e.m, sideClient, dirRequest}, {e.m, sideUpstream, dirRequest}}}
-			contentLength = r.ContentLength
-		}
+	body, contentLength, release, ok := e.requestBody(w, x, r, path, h)
+	defer release()
+	if !ok {
+		return
 	}
 
 	ctx := r.Context()
@@ -122,6 +88,52 @@ func (e *engine) serve(w http.ResponseWriter, r *http.Request) {
 	e.respond(w, x, resp)
 }
 
+// requestBody is the body to forward and its length: on a resource path the client's body read whole under the
+// body limits and translated, elsewhere the client's body streamed through. release frees the body's share of
+// the buffer budget. false: the answer (a rejection) is written.
+func (e *engine) requestBody(w http.ResponseWriter, x *exchange, r *http.Request, path translate.Path, h http.Header) (io.Reader, int64, func(), bool) {
+	none := func() {}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, 0, none, true
+	}
+	if path.Kind != translate.PathResource {
+		// Untranslated paths (logs, proxy subresources, non-API paths): the body streams through.
+		return &countingReader{r: r.Body, n: [2]countRef{{e.m, sideClient, dirRequest}, {e.m, sideUpstream, dirRequest}}}, r.ContentLength, none, true
+	}
+	raw, release, err := e.body.read(w, r)
+	if err != nil {
+		rej := bodyRejection(err, e.body.max)
+		if rej.code == http.StatusServiceUnavailable {
+			e.m.Rejected.WithLabelValues(rej.reason).Inc()
+			x.rejected, x.code = true, rej.code
+			writeStatusRetry(w, rej.code, statusReason(rej.code), rej.message, 1)
+		} else {
+			x.reject(w, rej)
+		}
+		return nil, 0, release, false
+	}
+	e.m.bytes[sideClient][dirRequest].Add(float64(len(raw)))
+	if len(raw) == 0 {
+		return nil, 0, release, true
+	}
+	t0 := time.Now()
+	res, err := e.t.RequestBody(h.Get("Content-Type"), raw, path.Context())
+	e.m.TranslationDuration.WithLabelValues("request").Observe(time.Since(t0).Seconds())
+	if err != nil {
+		x.requestError(w, err)
+		return nil, 0, release, false
+	}
+	if res.Translated {
+		e.m.ObjectsTranslated.WithLabelValues("request").Inc()
+		x.translated = true
+	}
+	if res.ContentType != h.Get("Content-Type") {
+		h.Set("Content-Type", res.ContentType)
+	}
+	e.m.bytes[sideUpstream][dirRequest].Add(float64(len(res.Body)))
+	return bytes.NewReader(res.Body), int64(len(res.Body)), release, true
+}
+
 // target is the upstream URL of a request.
 func (e *engine) target(r *http.Request, path, query string) string {
 	var u url.URL
@@ -135,20 +147,6 @@ func (e *engine) target(r *http.Request, path, query string) string {
 	u.RawPath = ""
 	u.RawQuery = query
 	return u.String()
-}
-
-var errTooLarge = errors.New("body too large")
-
-// readBounded reads r whole, failing with errTooLarge past max bytes.
-func readBounded(r io.Reader, max int) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > max {
-		return nil, errTooLarge
-	}
-	return b, nil
 }
 
 // respond writes kube-apiserver's answer to the client.
@@ -294,15 +292,8 @@ func (e *engine) translateBody(w http.ResponseWriter, x *exchange, resp *http.Re
 		if err == nil && stats.Translated > 0 {
 			e.m.ObjectsTranslated.WithLabelValues("response").Add(float64(stats.Translated))
 		}
-	case translate.PathDiscoveryRoot, translate.PathDiscoveryGroup, translate.PathDiscoveryVersion:
-		res, err = e.t.ResponseDiscovery(buf)
-		e.countDocument(res, err)
-	case translate.PathOpenAPIIndex:
-		res, err = e.t.ResponseOpenAPIIndex(buf)
-		e.countDocument(res, err)
-	case translate.PathOpenAPIDocument:
-		res, err = e.t.ResponseOpenAPIDocument(buf)
-		e.countDocument(res, err)
+	default:
+		res, err = e.translateDocument(w, x, resp, buf)
 	}
 	e.m.TranslationDuration.WithLabelValues("response").Observe(time.Since(t0).Seconds())
 	if err != nil {
@@ -321,6 +312,28 @@ func (e *engine) translateBody(w http.ResponseWriter, x *exchange, resp *http.Re
 		x.errBody = res.Body
 	}
 	out.whole(res.Body)
+}
+
+// translateDocument translates a discovery or OpenAPI document; an OpenAPI v2 document goes back in protobuf to
+// a client that asked for that.
+func (e *engine) translateDocument(w http.ResponseWriter, x *exchange, resp *http.Response, buf []byte) (translate.Result, error) {
+	var res translate.Result
+	var err error
+	switch x.path.Kind {
+	case translate.PathDiscoveryRoot, translate.PathDiscoveryGroup, translate.PathDiscoveryVersion:
+		res, err = e.t.ResponseDiscovery(buf)
+	case translate.PathOpenAPIIndex:
+		res, err = e.t.ResponseOpenAPIIndex(buf)
+	case translate.PathOpenAPIDocument, translate.PathOpenAPIV2:
+		res, err = e.t.ResponseOpenAPIDocument(buf)
+	}
+	e.countDocument(res, err)
+	if err == nil && x.v2Protobuf && resp.StatusCode == http.StatusOK {
+		res.Body, err = e.v2Protobuf.encode(resp.Header.Get("Etag"), res.Body)
+		w.Header().Set("Content-Type", translate.OpenAPIV2Protobuf)
+		w.Header().Del("Etag") // the ETag names the JSON document
+	}
+	return res, err
 }
 
 func (e *engine) countDocument(res translate.Result, err error) {

@@ -2,7 +2,7 @@
 // fake API: a real kube-apiserver and etcd (internal/localhub) with token authentication, audit logging and
 // OwnerReferencesPermissionEnforcement; a real kube-controller-manager running the garbage collector and the
 // namespace controller; the platform's standard CAPI CRDs (v1beta2 only) with a few platform objects, the standard
-// CAPK CRDs, HostedCluster and HostedControlPlane, and the private CRDs, converted by the conversion webhook,
+// infrastructure provider CRDs, HostedCluster and HostedControlPlane, and the private CRDs, converted by the conversion webhook,
 // which runs in-process over HTTPS.
 //
 // It is test and dev machinery: import it only from tests (and the dev command), never from a production path.
@@ -272,7 +272,7 @@ func (e *Env) startWebhook(ctx context.Context) error {
 	e.WebhookCA = cert.CA
 
 	e.Metrics = prometheus.NewRegistry()
-	if e.Webhook, err = webhook.New(e.TokenConfig(e.WebhookToken), e.Metrics); err != nil {
+	if e.Webhook, err = webhook.New(e.TokenConfig(e.WebhookToken), e.Metrics, webhook.Limits{}); err != nil {
 		return err
 	}
 	// The listener stays open for the whole run; "down" is simulated by the gate (see SetWebhookDown).
@@ -285,7 +285,7 @@ func (e *Env) startWebhook(ctx context.Context) error {
 	e.cancel = cancel
 	e.Webhook.Start(runCtx)
 	go func() {
-		e.served <- webhook.ServeTLS(runCtx, l, e.WebhookCertFile, e.WebhookKeyFile, e.gate(e.Webhook.Handler()))
+		e.served <- webhook.ServeTLS(runCtx, l, e.WebhookCertFile, e.WebhookKeyFile, e.gate(e.Webhook.Handler()), webhook.Limits{})
 	}()
 	return e.Webhook.WaitReady(ctx)
 }
@@ -316,11 +316,12 @@ func (e *Env) WebhookClientConfig() apiextensionsv1.WebhookClientConfig {
 	return apiextensionsv1.WebhookClientConfig{URL: ptr.To(e.WebhookURL), CABundle: e.WebhookCA}
 }
 
-// StandardCRDs are the CRDs testenv installs besides the private ones: the platform set, standard CAPK,
-// HostedCluster and HostedControlPlane.
+// StandardCRDs are the CRDs testenv installs besides the private ones: the platform set, every vendored
+// infrastructure provider in its standard group (CAPK, CAPA, CAPZ, CAPG, CAPIBM, CAPO: where legacy objects
+// live), HostedCluster and HostedControlPlane.
 func StandardCRDs() ([]*unstructured.Unstructured, error) {
 	var all []*unstructured.Unstructured
-	for _, set := range []func() ([]*unstructured.Unstructured, error){upstream.Platform, upstream.StandardCAPK, upstream.HyperShift} {
+	for _, set := range []func() ([]*unstructured.Unstructured, error){upstream.Platform, upstream.StandardInfrastructure, upstream.HyperShift} {
 		crds, err := set()
 		if err != nil {
 			return nil, err
@@ -335,12 +336,11 @@ func (e *Env) installCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, crd := range standard {
-		if err := e.Client.Patch(ctx, crd, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
-		}
+	pending, err := crds.Apply(ctx, e.Client, standard, FieldManager)
+	if err != nil {
+		return err
 	}
-	if err := crds.WaitEstablished(ctx, e.Client, standard); err != nil {
+	if err := crds.WaitEstablished(ctx, e.Client, pending); err != nil {
 		return err
 	}
 	return crds.Install(ctx, e.Client, crds.InstallOptions{ClientConfig: e.WebhookClientConfig()})

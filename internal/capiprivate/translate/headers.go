@@ -16,6 +16,13 @@ const (
 	ForcedCBOR     Forced = "cbor"
 )
 
+// Media types of the protobuf-encoded OpenAPI v2 document, as kube-openapi's handler serves it: it answers with
+// OpenAPIV2Protobuf and also accepts the deprecated form, which client-go's discovery still asks for.
+const (
+	OpenAPIV2Protobuf           = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+	OpenAPIV2ProtobufDeprecated = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+)
+
 // RequestAccept rewrites an Accept header so kube-apiserver always answers JSON, the only encoding this package
 // translates. Each media range becomes application/json with its parameters kept (as=Table, as=PartialObject-
 // Metadata[List], g/v of aggregated discovery, stream=watch); duplicates are removed and order is kept. An empty
@@ -34,7 +41,7 @@ func (t *Translator) RequestAccept(accept string) (string, Forced) {
 		typ, params, _ := strings.Cut(r, ";")
 		typ = strings.ToLower(strings.TrimSpace(typ))
 		switch typ {
-		case "application/vnd.kubernetes.protobuf":
+		case "application/vnd.kubernetes.protobuf", OpenAPIV2Protobuf, OpenAPIV2ProtobufDeprecated:
 			if forced == ForcedNone {
 				forced = ForcedProtobuf
 			}

@@ -4,7 +4,27 @@ import (
 	"strings"
 )
 
-const schemaRefPrefix = "#/components/schemas/"
+// Prefixes of OpenAPI $refs to schemas: v3 components, v2 definitions.
+const (
+	schemaRefPrefix   = "#/components/schemas/"
+	definitionsPrefix = "#/definitions/"
+)
+
+// platformKey reports whether the member name key of an OpenAPI paths (st == sOAPaths) or schemas object names
+// the platform's own standard-group document: /apis/<std>/… or <reversed std>.<version>.<Kind>.
+func (t *Translator) platformKey(st state, key string) bool {
+	if st == sOAPaths {
+		rest, ok := strings.CutPrefix(key, "/apis/")
+		g, _, _ := strings.Cut(rest, "/")
+		return ok && t.std[g]
+	}
+	k := strings.LastIndexByte(key, '.')
+	if k <= 0 {
+		return false
+	}
+	v := strings.LastIndexByte(key[:k], '.')
+	return v > 0 && t.openAPIStd[key[:v]]
+}
 
 // openAPIName maps an OpenAPI schema name built by util.ToRESTFriendlyName from "<group>/<version>.<Kind>":
 // io.openshift.hypershift.cluster.v1beta2.Machine ↔ io.x-k8s.cluster.v1beta2.Machine.
@@ -103,10 +123,12 @@ func (t *Translator) appendIndexEntry(out, in []byte, vs, ve int) []byte {
 	return append(out, in[ue:ve]...)
 }
 
-// ResponseOpenAPIDocument translates an OpenAPI v3 group-version document (/openapi/v3/apis/<g>/<v>): schema
-// names (components.schemas keys) and $refs (io.openshift.hypershift.cluster.v1beta2.Machine ↔
-// io.x-k8s.cluster.v1beta2.Machine), x-kubernetes-group-version-kind groups, paths keys (/apis/<g>/<v>/…) and the
-// group token of operationIds and tags. Descriptions are left alone. The caller rewrites the ETag with
+// ResponseOpenAPIDocument translates an OpenAPI v3 group-version document (/openapi/v3/apis/<g>/<v>) or the
+// Swagger 2.0 document (/openapi/v2): schema names (components.schemas or definitions keys) and $refs
+// (io.openshift.hypershift.cluster.v1beta2.Machine ↔ io.x-k8s.cluster.v1beta2.Machine),
+// x-kubernetes-group-version-kind groups, paths keys (/apis/<g>/<v>/…) and the group token of operationIds and
+// tags. The platform's own schemas and paths of the standard groups are dropped (a v2 document holds both sides;
+// the private ones take their names). Descriptions are left alone. The caller rewrites the ETag with
 // ResponseETag.
 func (t *Translator) ResponseOpenAPIDocument(body []byte) (Result, error) {
 	if !t.needsResponse(body) {

@@ -30,6 +30,9 @@ const (
 	PathOpenAPIIndex
 	// PathOpenAPIDocument is /openapi/v3/api/v1 or /openapi/v3/apis/<g>/<v>: ResponseOpenAPIDocument.
 	PathOpenAPIDocument
+	// PathOpenAPIV2 is /openapi/v2, the whole Swagger 2.0 document: ResponseOpenAPIDocument too. Its clients
+	// often ask for protobuf; the proxy asks for JSON and encodes the translated document back.
+	PathOpenAPIV2
 )
 
 // Path is a parsed request path (the decoded URL.Path) and where to send it.
@@ -143,8 +146,12 @@ func (t *Translator) RequestPath(path string) (Path, error) {
 		rebuild()
 		return p, nil
 	case "openapi":
+		if len(segs) == 2 && segs[1] == "v2" {
+			p.Kind = PathOpenAPIV2
+			return p, nil
+		}
 		if len(segs) < 2 || segs[1] != "v3" {
-			return p, nil // /openapi/v2 is not translated (reference §4.3)
+			return p, nil
 		}
 		switch {
 		case len(segs) == 2:

@@ -51,6 +51,13 @@ func TestRequestPath(t *testing.T) {
 		{"/apis/bootstrap.cluster.x-k8s.io/v1beta1/namespaces/ns/kubeadmconfigs", Path{
 			Upstream: "/apis/bootstrap.cluster.x-k8s.io/v1beta1/namespaces/ns/kubeadmconfigs", Kind: PathResource,
 			Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta1", Namespace: "ns", Resource: "kubeadmconfigs"}},
+		// CAP-Agent's own group is not renamed (nor is its CRD).
+		{"/apis/capi-provider.agent-install.openshift.io/v1beta1/namespaces/ns/agentmachines/a", Path{
+			Upstream: "/apis/capi-provider.agent-install.openshift.io/v1beta1/namespaces/ns/agentmachines/a", Kind: PathResource,
+			Group: "capi-provider.agent-install.openshift.io", Version: "v1beta1", Namespace: "ns", Resource: "agentmachines", Name: "a"}},
+		{"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/agentmachines.capi-provider.agent-install.openshift.io", Path{
+			Upstream: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/agentmachines.capi-provider.agent-install.openshift.io", Kind: PathResource,
+			Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions", Name: "agentmachines.capi-provider.agent-install.openshift.io"}},
 		// A name that looks like a group is a name.
 		{"/apis/cluster.x-k8s.io/v1beta2/namespaces/cluster.x-k8s.io/machines/cluster.x-k8s.io", Path{
 			Upstream: "/apis/" + priv + "/v1beta2/namespaces/cluster.x-k8s.io/machines/cluster.x-k8s.io", Changed: true,
@@ -93,7 +100,8 @@ func TestRequestPath(t *testing.T) {
 		{"/openapi/v3/apis/" + priv + "/v1beta2", Path{Upstream: "/openapi/v3/apis/" + priv + "/v1beta2", Hidden: true,
 			Kind: PathOpenAPIDocument, Group: priv, Version: "v1beta2"}},
 		{"/openapi/v3/api/v1", Path{Upstream: "/openapi/v3/api/v1", Kind: PathOpenAPIDocument, Version: "v1"}},
-		{"/openapi/v2", Path{Upstream: "/openapi/v2"}},
+		{"/openapi/v2", Path{Upstream: "/openapi/v2", Kind: PathOpenAPIV2}},
+		{"/openapi/v2/x", Path{Upstream: "/openapi/v2/x"}},
 		{"/healthz", Path{Upstream: "/healthz"}},
 		{"/", Path{Upstream: "/"}},
 	}

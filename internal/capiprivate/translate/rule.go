@@ -230,15 +230,16 @@ func (w *rewriter) object(p int, st state, root, depth int) (int, error) {
 			return 0, errSyntax("expected ':'", p)
 		}
 		vs := skipWS(in, p+1)
-		if st == sOAPaths || st == sOASchemas {
-			w.renameKey(st, ks, ke, esc)
-		}
 		var cst state
 		var act action
-		if esc {
-			cst, act = w.child(st, unquote(in[ks:ke]), obj, root)
+		if (st == sOAPaths || st == sOASchemas) && w.dir == DirectionResponse && w.t.platformKey(st, key(in, ks, ke, esc)) {
+			cst, act = sOpaque, aDelete // the platform's own schema or path
+			w.dropped++
 		} else {
-			cst, act = w.child(st, string(in[ks+1:ke-1]), obj, root)
+			if st == sOAPaths || st == sOASchemas {
+				w.renameKey(st, ks, ke, esc)
+			}
+			cst, act = w.child(st, key(in, ks, ke, esc), obj, root)
 		}
 		ve, err := w.member(vs, cst, act, root, depth+1)
 		if err != nil {
@@ -267,6 +268,14 @@ func (w *rewriter) object(p int, st state, root, depth int) (int, error) {
 			return 0, errSyntax("expected ',' or '}'", p)
 		}
 	}
+}
+
+// key is the member name at in[ks:ke] (esc: it holds escapes).
+func key(in []byte, ks, ke int, esc bool) string {
+	if esc {
+		return unquote(in[ks:ke])
+	}
+	return string(in[ks+1 : ke-1])
 }
 
 func (w *rewriter) array(p int, st state, root, depth int) (int, error) {
@@ -523,6 +532,8 @@ func (w *rewriter) openAPIChild(st state, key string) (state, action) {
 		return sOAPaths, aNone
 	case st == sOARoot && key == "components":
 		return sOAComponents, aNone
+	case st == sOARoot && key == "definitions": // Swagger 2.0
+		return sOASchemas, aNone
 	case st == sOAComponents && key == "schemas":
 		return sOASchemas, aNone
 	}
@@ -742,9 +753,11 @@ func (w *rewriter) translateString(s string, act action) (string, bool) {
 			return out, true
 		}
 	case aRef:
-		if name, ok := strings.CutPrefix(s, schemaRefPrefix); ok {
-			if n, ok := w.t.openAPIName(name, w.dir); ok {
-				return schemaRefPrefix + n, true
+		for _, prefix := range []string{schemaRefPrefix, definitionsPrefix} {
+			if name, ok := strings.CutPrefix(s, prefix); ok {
+				if n, ok := w.t.openAPIName(name, w.dir); ok {
+					return prefix + n, true
+				}
 			}
 		}
 	case aOperationID:

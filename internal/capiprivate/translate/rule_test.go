@@ -29,6 +29,11 @@ var bijectiveCases = []ruleCase{
 	{name: "unmapped groups pass",
 		view:   `{"apiVersion":"bootstrap.cluster.x-k8s.io/v1beta1","x":{"apiGroup":"controlplane.cluster.x-k8s.io"},"y":{"apiVersion":"runtime.cluster.x-k8s.io/v1alpha1"},"z":{"apiGroup":"hypershift.openshift.io"},"core":{"apiVersion":"v1"}}`,
 		stored: `{"apiVersion":"bootstrap.cluster.x-k8s.io/v1beta1","x":{"apiGroup":"controlplane.cluster.x-k8s.io"},"y":{"apiVersion":"runtime.cluster.x-k8s.io/v1alpha1"},"z":{"apiGroup":"hypershift.openshift.io"},"core":{"apiVersion":"v1"}}`},
+	// CAP-Agent keeps its own group: its objects and refs to them pass, while its ownerReference to a Machine is
+	// renamed like any other.
+	{name: "CAP-Agent's group passes",
+		view:   `{"apiVersion":"capi-provider.agent-install.openshift.io/v1beta1","kind":"AgentMachine","metadata":{"ownerReferences":[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Machine"}]},"spec":{"agentRef":{"apiVersion":"agent-install.openshift.io/v1beta1"}},"ref":{"apiGroup":"capi-provider.agent-install.openshift.io","kind":"AgentMachine"}}`,
+		stored: `{"apiVersion":"capi-provider.agent-install.openshift.io/v1beta1","kind":"AgentMachine","metadata":{"ownerReferences":[{"apiVersion":"cluster.hypershift.openshift.io/v1beta2","kind":"Machine"}]},"spec":{"agentRef":{"apiVersion":"agent-install.openshift.io/v1beta1"}},"ref":{"apiGroup":"capi-provider.agent-install.openshift.io","kind":"AgentMachine"}}`},
 	{name: "platform refs are escaped",
 		view:   `{"metadata":{"ownerReferences":[{"apiVersion":"cluster.x-k8s.io.platform.invalid/v1beta2","kind":"Machine"}]}}`,
 		stored: `{"metadata":{"ownerReferences":[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Machine"}]}}`},

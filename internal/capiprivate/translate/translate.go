@@ -82,6 +82,7 @@ type Translator struct {
 
 	// OpenAPI names: reversed groups (util.ToRESTFriendlyName) and operation-ID tokens.
 	openAPINames [2]map[string]string
+	openAPIStd   map[string]bool // reversed standard groups: the platform's schema names
 	operationIDs [2]*strings.Replacer
 	openAPITags  [2]map[string]string
 }
@@ -98,6 +99,7 @@ func New(m *groups.Mapping) *Translator {
 		groupTo:      [2]map[string]string{{}, {}},
 		std:          map[string]bool{},
 		openAPINames: [2]map[string]string{{}, {}},
+		openAPIStd:   map[string]bool{},
 		openAPITags:  [2]map[string]string{{}, {}},
 	}
 	var msgPairs, opReq, opResp []string
@@ -119,6 +121,7 @@ func New(m *groups.Mapping) *Translator {
 		t.openAPINames[DirectionRequest][re] = rs
 		t.openAPINames[DirectionResponse][rp] = rs
 		t.openAPINames[DirectionResponse][rs] = re
+		t.openAPIStd[rs] = true
 
 		os, op := operationID(r.Standard, true), operationID(r.Private, true)
 		opReq = append(opReq, os, op)

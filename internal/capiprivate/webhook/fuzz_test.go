@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
+	ibmv1beta2 "sigs.k8s.io/cluster-api-provider-ibmcloud/api/v1beta2"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	utilconversion "sigs.k8s.io/cluster-api/util/conversion"
@@ -33,8 +34,8 @@ func TestFuzzyConversionMachineDrainRule(t *testing.T) {
 	})(t)
 }
 
-// realisticRefs keeps fuzzed values within what the converters and JSON accept: refs name a group the getter
-// knows, JSON values are JSON, and schemas do not recurse without bound.
+// realisticRefs keeps fuzzed values within what the converters, JSON and the CRD schemas accept: refs name a group
+// the getter knows, JSON values are JSON, schemas do not recurse without bound, lists hold no null element.
 func realisticRefs(_ runtimeserializer.CodecFactory) []any {
 	return []any{
 		func(in *clusterv1.ContractVersionedObjectReference, c randfill.Continue) {
@@ -51,6 +52,16 @@ func realisticRefs(_ runtimeserializer.CodecFactory) []any {
 		},
 		func(in *clusterv1.JSONSchemaProps, c randfill.Continue) {
 			*in = clusterv1.JSONSchemaProps{Type: []string{"string", "integer", "boolean"}[c.Intn(3)], Description: c.String(20)}
+		},
+		// CAPIBM's list items are objects in its schema: kube-apiserver never sends a null element (its converter
+		// dereferences each one).
+		func(in *[]*ibmv1beta2.IBMVPCResourceReference, c randfill.Continue) {
+			*in = nil
+			for range c.Intn(3) {
+				ref := &ibmv1beta2.IBMVPCResourceReference{}
+				c.Fill(ref)
+				*in = append(*in, ref)
+			}
 		},
 	}
 }
@@ -94,7 +105,9 @@ func pruned(t *testing.T, raw []byte) any {
 
 // Every kind, fuzzed at v1beta2 with upstream's fuzzer (util/conversion.GetFuzzer), goes through the real handler
 // and the private scheme to each older served version and back, and comes back as it was, up to the values
-// omitempty drops (upstream's fuzzer functions normalise the same: empty structs, zero timeouts).
+// omitempty drops (upstream's fuzzer functions normalise the same: empty structs, zero timeouts). CAPIBM's kinds
+// must convert both ways; their converters keep no conversion-data for most kinds, so what only v1beta2 holds is
+// lost on the way back, as it is whoever serves CAPIBM's conversion.
 func TestHandlerRoundTripFuzz(t *testing.T) {
 	g := &recordingGetter{}
 	w := newOffline(t, g.get)
@@ -129,6 +142,9 @@ func TestHandlerRoundTripFuzz(t *testing.T) {
 					up := review(t, w.Handler(), hub.GroupVersion().String(), json.RawMessage(down.ConvertedObjects[0].Raw))
 					if up.Result.Status != "Success" {
 						t.Fatalf("from %s: %s", spoke, up.Result.Message)
+					}
+					if hub.Group == InfrastructureGroup {
+						continue // CAPIBM's converters are lossy both ways (see lossyV1beta1Writes): converting is what is checked
 					}
 					if d := cmp.Diff(pruned(t, before), pruned(t, up.ConvertedObjects[0].Raw)); d != "" {
 						t.Errorf("v1beta2 → %s → v1beta2 differs (-before +after):\n%s", spoke, d)

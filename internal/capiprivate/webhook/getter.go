@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -58,16 +59,27 @@ type APIVersionGetter struct {
 	lookups func(result string)
 	// Timeout bounds a live GET (default 10s; kube-apiserver gives a conversion 30s).
 	Timeout time.Duration
+	// NegativeTTL is how long a CRD found missing by a live GET is remembered as missing (default 30 s; set it
+	// before Start). A CRD the informer sees added is forgotten as missing at once.
+	NegativeTTL time.Duration
+
+	missing negativeCache
 }
 
 // NewAPIVersionGetter returns a getter on client; Start it before use.
 func NewAPIVersionGetter(client metadata.Interface, lookups func(result string)) *APIVersionGetter {
 	factory := metadatainformer.NewSharedInformerFactory(client, 0)
 	inf := factory.ForResource(crdResource)
-	return &APIVersionGetter{
+	g := &APIVersionGetter{
 		client: client, factory: factory, lister: inf.Lister(), informer: inf.Informer(),
-		lookups: lookups, Timeout: 10 * time.Second,
+		lookups: lookups, Timeout: 10 * time.Second, NegativeTTL: 30 * time.Second,
 	}
+	_, _ = g.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			g.missing.forget(m.Name)
+		}
+	}})
+	return g
 }
 
 // Start starts the CRD informer; it stops when ctx ends.
@@ -87,11 +99,53 @@ func (g *APIVersionGetter) APIVersion(gk schema.GroupKind) (string, error) {
 			return schema.GroupVersion{Group: gk.Group, Version: v}.String(), nil
 		}
 	}
-	g.lookups("error")
+	if result != resultNegative {
+		result = "error"
+	}
+	g.lookups(result)
 	return "", fmt.Errorf("failed to get apiVersion for kind %s: %w", gk.Kind, err)
 }
 
-// crdLabels returns the labels of CRD name, from the informer ("cache") or a live GET ("live").
+// resultNegative is the lookups result of a CRD answered missing from the negative cache.
+const resultNegative = "negative"
+
+// negativeCache remembers CRD names a live GET found missing, each until its expiry. It holds at most
+// maxNegative names (the refs of conversion requests are its only source); past that it starts over.
+type negativeCache struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+const maxNegative = 1024
+
+func (c *negativeCache) has(name string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exp, ok := c.until[name]
+	if ok && !now.Before(exp) {
+		delete(c.until, name)
+		return false
+	}
+	return ok
+}
+
+func (c *negativeCache) add(name string, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.until == nil || len(c.until) >= maxNegative {
+		c.until = map[string]time.Time{}
+	}
+	c.until[name] = until
+}
+
+func (c *negativeCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.until, name)
+}
+
+// crdLabels returns the labels of CRD name, from the informer ("cache") or a live GET ("live"); a name found
+// missing within NegativeTTL is answered missing at once ("negative").
 func (g *APIVersionGetter) crdLabels(name string) (map[string]string, string, error) {
 	obj, err := g.lister.Get(name)
 	if err == nil {
@@ -99,11 +153,15 @@ func (g *APIVersionGetter) crdLabels(name string) (map[string]string, string, er
 			return m.Labels, "cache", nil
 		}
 	}
+	if g.missing.has(name, time.Now()) {
+		return nil, resultNegative, fmt.Errorf("CustomResourceDefinition %s not found (remembered for up to %s)", name, g.NegativeTTL)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.Timeout)
 	defer cancel()
 	m, err := g.client.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
+			g.missing.add(name, time.Now().Add(g.NegativeTTL))
 			return nil, "", fmt.Errorf("CustomResourceDefinition %s not found", name)
 		}
 		return nil, "", fmt.Errorf("failed to get CustomResourceDefinition metadata %s: %w", name, err)

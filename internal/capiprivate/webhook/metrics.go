@@ -3,22 +3,29 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Metrics of §11 for the webhook.
+// Metrics are the webhook's metrics (every name starts with capi_private_webhook_).
 type Metrics struct {
 	// Conversions counts converted objects: capi_private_webhook_conversions_total{kind,from,to,result}.
 	Conversions *prometheus.CounterVec
 	// Duration is the time per ConversionReview: capi_private_webhook_conversion_duration_seconds{kind}.
 	Duration *prometheus.HistogramVec
-	// Lookups counts apiVersion getter answers: capi_private_webhook_apiversion_lookups_total{result=cache|live|error}.
+	// Lookups counts apiVersion getter answers:
+	// capi_private_webhook_apiversion_lookups_total{result=cache|live|negative|error}.
 	Lookups *prometheus.CounterVec
+	// Rejected counts requests refused before conversion:
+	// capi_private_webhook_requests_rejected_total{reason=too_large|timeout|read_error}.
+	Rejected *prometheus.CounterVec
 }
 
 // NewMetrics creates the webhook's metrics and registers them with reg.
@@ -26,7 +33,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Conversions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capi_private_webhook_conversions_total",
-			Help: "Objects converted by the conversion webhook, by kind, source and target version, and result (success or failure).",
+			Help: "Objects converted by the conversion webhook, by kind, source and target version (\"other\" when the private scheme does not know them), and result (success or failure).",
 		}, []string{"kind", "from", "to", "result"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "capi_private_webhook_conversion_duration_seconds",
@@ -35,10 +42,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"kind"}),
 		Lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capi_private_webhook_apiversion_lookups_total",
-			Help: "apiVersion lookups of the v1beta1 converters, by result: cache (CRD informer), live (GET on a miss) or error.",
+			Help: "apiVersion lookups of the v1beta1 converters, by result: cache (CRD informer), live (GET on a miss), negative (a CRD remembered as missing) or error.",
 		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.Conversions, m.Duration, m.Lookups} {
+	m.Rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capi_private_webhook_requests_rejected_total",
+		Help: "ConversionReviews refused before conversion, by reason: too_large (above the request cap, 413), timeout (the body did not arrive in time, 408) or read_error (400).",
+	}, []string{"reason"})
+	for _, c := range []prometheus.Collector{m.Conversions, m.Duration, m.Lookups, m.Rejected} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -62,14 +73,66 @@ type reviewSummary struct {
 	} `json:"response"`
 }
 
-// instrument wraps the conversion handler: it reads the request to learn the kind and versions, and the answer
-// (buffered, then written through) to learn the result.
-func (m *Metrics) instrument(next http.Handler) http.Handler {
+// Labels of requests the metrics cannot attribute to a known kind, version or reason.
+const labelOther = "other"
+
+// labelSet bounds metric labels to the private scheme: a kind and version are labels only when the scheme
+// knows them, so a caller cannot create series at will.
+type labelSet struct {
+	gvks map[schema.GroupVersionKind]bool
+	gvs  map[schema.GroupVersion]bool
+}
+
+func newLabelSet(s *runtime.Scheme) *labelSet {
+	l := &labelSet{gvks: map[schema.GroupVersionKind]bool{}, gvs: map[schema.GroupVersion]bool{}}
+	for gvk := range s.AllKnownTypes() {
+		l.gvks[gvk] = true
+		l.gvs[gvk.GroupVersion()] = true
+	}
+	return l
+}
+
+// object is the kind and version labels of an object with apiVersion and kind.
+func (l *labelSet) object(apiVersion, kind string) (string, string) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || !l.gvks[gv.WithKind(kind)] {
+		return labelOther, labelOther
+	}
+	return kind, gv.Version
+}
+
+// version is the version label of a desired apiVersion.
+func (l *labelSet) version(apiVersion string) string {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || !l.gvs[gv] {
+		return labelOther
+	}
+	return gv.Version
+}
+
+// readFailure maps an error reading a request body to the answer and the rejected_total reason.
+func readFailure(err error) (int, string) {
+	var tooLarge *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.As(err, &ne) && ne.Timeout():
+		return http.StatusRequestTimeout, "timeout"
+	}
+	return http.StatusBadRequest, "read_error"
+}
+
+// instrument wraps the conversion handler: it reads the request (at most maxBytes) to learn the kind and
+// versions, and the answer (buffered, then written through) to learn the result. Labels are bounded by labels.
+func (m *Metrics) instrument(next http.Handler, labels *labelSet, maxBytes int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		body, err := io.ReadAll(r.Body)
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
 		if err != nil {
-			http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+			code, reason := readFailure(err)
+			m.Rejected.WithLabelValues(reason).Inc()
+			http.Error(w, "reading the ConversionReview: "+err.Error(), code)
 			return
 		}
 		var req reviewSummary
@@ -88,26 +151,19 @@ func (m *Metrics) instrument(next http.Handler) http.Handler {
 			_, _ = w.Write(rec.body.Bytes())
 		}
 
-		kind := "unknown"
+		kind := labelOther
 		if req.Request != nil {
-			to := versionOf(req.Request.DesiredAPIVersion)
+			to := labels.version(req.Request.DesiredAPIVersion)
 			for i, o := range req.Request.Objects {
+				k, from := labels.object(o.APIVersion, o.Kind)
 				if i == 0 {
-					kind = o.Kind
+					kind = k
 				}
-				m.Conversions.WithLabelValues(o.Kind, versionOf(o.APIVersion), to, result).Inc()
+				m.Conversions.WithLabelValues(k, from, to, result).Inc()
 			}
 		}
 		m.Duration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	})
-}
-
-func versionOf(apiVersion string) string {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return "unknown"
-	}
-	return gv.Version
 }
 
 // recorder buffers the handler's answer; the status code goes out at once, the body after inspection.

@@ -9,9 +9,12 @@ package webhook
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ibmv1beta1 "sigs.k8s.io/cluster-api-provider-ibmcloud/api/v1beta1"
+	ibmv1beta2 "sigs.k8s.io/cluster-api-provider-ibmcloud/api/v1beta2"
 	addonsv1beta1 "sigs.k8s.io/cluster-api/api/addons/v1beta1"
 	addonsv1beta2 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
@@ -20,34 +23,34 @@ import (
 	ipamv1beta1 "sigs.k8s.io/cluster-api/api/ipam/v1beta1"
 	ipamv1beta2 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 )
 
-// Private groups of the converted kinds, and the standard group each replaces. This is a private copy of part of
-// the §3 table; internal/capiprivate/groups owns the table and will replace it. CAPK (v1alpha1 only) needs no
-// conversion.
-const (
-	CoreGroup   = "cluster.hypershift.openshift.io"
-	AddonsGroup = "addons.cluster.hypershift.openshift.io"
-	IPAMGroup   = "ipam.cluster.hypershift.openshift.io"
+// Private groups of the converted kinds, from the one group table (groups.Default).
+var (
+	InfrastructureGroup = groups.Default.MustPrivate(ibmv1beta2.GroupVersion.Group)
+	CoreGroup           = groups.Default.MustPrivate(clusterv1.GroupVersion.Group)
+	AddonsGroup         = groups.Default.MustPrivate(addonsv1beta2.GroupVersion.Group)
+	IPAMGroup           = groups.Default.MustPrivate(ipamv1beta2.GroupVersion.Group)
 )
 
-var privateGroups = map[string]string{
-	clusterv1.GroupVersion.Group:     CoreGroup,
-	addonsv1beta2.GroupVersion.Group: AddonsGroup,
-	ipamv1beta2.GroupVersion.Group:   IPAMGroup,
-}
-
-// upstreamAddToScheme registers every served version of the converted groups (v1.12.10 serves ipam v1alpha1 too).
+// upstreamAddToScheme registers every served version of the converted kinds: core Cluster API (v1.12.10 serves
+// ipam v1alpha1 too) and the one infrastructure provider whose private CRDs serve several versions, CAPIBM
+// v0.13.1 (v1beta1 and v1beta2; its converters are built on Cluster API v1.12 and link here). The other providers
+// serve a single version at the versions HyperShift pins, so their private CRDs need no conversion.
 var upstreamAddToScheme = []func(*runtime.Scheme) error{
 	clusterv1beta1.AddToScheme, clusterv1.AddToScheme,
 	addonsv1beta1.AddToScheme, addonsv1beta2.AddToScheme,
 	ipamv1alpha1.AddToScheme, ipamv1beta1.AddToScheme, ipamv1beta2.AddToScheme,
+	ibmv1beta1.AddToScheme, ibmv1beta2.AddToScheme,
 }
 
-// NewScheme returns the private scheme: the upstream api/core, api/addons and api/ipam kinds, in every served
+// NewScheme returns the private scheme: the upstream api/core, api/addons and api/ipam kinds and CAPIBM's, in every served
 // version, registered only under their private GVKs (Scheme.AddKnownTypeWithName), each Go type exactly once
 // (controller-runtime's conversion finds a kind's versions through the type's one GVK). Only the kinds that
-// convert (a conversion.Hub or conversion.Convertible) are registered: no lists, no option types.
+// convert (a conversion.Hub or conversion.Convertible) are registered: no lists, no option types, and no kind
+// served in a single version (CAPIBM's IBMVPCClusterTemplate is neither a hub nor convertible).
 func NewScheme() (*runtime.Scheme, error) {
 	upstream := runtime.NewScheme()
 	for _, add := range upstreamAddToScheme {
@@ -64,7 +67,7 @@ func NewScheme() (*runtime.Scheme, error) {
 
 	s := runtime.NewScheme()
 	for _, gvk := range gvks {
-		group, ok := privateGroups[gvk.Group]
+		group, ok := groups.Default.ToPrivate(gvk.Group)
 		if !ok {
 			continue
 		}
@@ -74,7 +77,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		}
 		_, hub := obj.(conversion.Hub)
 		_, spoke := obj.(conversion.Convertible)
-		if !hub && !spoke {
+		if !hub && !spoke || strings.HasSuffix(gvk.Kind, "List") { // CAPIBM's lists convert too; CRDs never ask
 			continue
 		}
 		private := schema.GroupVersionKind{Group: group, Version: gvk.Version, Kind: gvk.Kind}

@@ -27,12 +27,15 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds"
 )
 
-// The kinds of §3 per private group.
+// The converted kinds per private group: core Cluster API's and CAPIBM's (the only provider whose private CRDs
+// serve several versions).
 var wantKinds = map[string][]string{
 	CoreGroup: {"Cluster", "ClusterClass", "Machine", "MachineDeployment", "MachineDrainRule", "MachineHealthCheck",
 		"MachinePool", "MachineSet"},
 	AddonsGroup: {"ClusterResourceSet", "ClusterResourceSetBinding"},
 	IPAMGroup:   {"IPAddress", "IPAddressClaim"},
+	InfrastructureGroup: {"IBMPowerVSCluster", "IBMPowerVSClusterTemplate", "IBMPowerVSImage", "IBMPowerVSMachine",
+		"IBMPowerVSMachineTemplate", "IBMVPCCluster", "IBMVPCMachine", "IBMVPCMachineTemplate"},
 }
 
 func TestSchemeRegistersPrivateGVKsOnly(t *testing.T) {
@@ -68,28 +71,37 @@ func TestSchemeRegistersPrivateGVKsOnly(t *testing.T) {
 		}
 	}
 
-	// Every served version of every private CRD of these groups is known, and nothing more.
+	// Every private CRD converted by the webhook has every served version in the scheme, and every kind of the
+	// scheme is a private CRD serving exactly the scheme's versions.
 	private, err := crds.Private(crds.DefaultClientConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
+	crdKinds := map[schema.GroupKind]bool{}
 	for _, u := range private {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if body, err := u.MarshalJSON(); err != nil || json.Unmarshal(body, &crd) != nil {
 			t.Fatalf("%s: %v", u.GetName(), err)
 		}
-		if _, ok := wantKinds[crd.Spec.Group]; !ok {
+		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+		crdKinds[gk] = true
+		got := versions[gk]
+		if crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter && got == nil {
 			continue
 		}
 		var served []string
 		for _, v := range crd.Spec.Versions {
 			served = append(served, v.Name)
 		}
-		got := versions[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}]
 		sort.Strings(served)
 		sort.Strings(got)
 		if !slices.Equal(got, served) {
-			t.Errorf("%s: scheme versions %v, CRD serves %v", crd.Name, got, served)
+			t.Errorf("%s (conversion %s): scheme versions %v, CRD serves %v", crd.Name, crd.Spec.Conversion.Strategy, got, served)
+		}
+	}
+	for gk := range versions {
+		if !crdKinds[gk] {
+			t.Errorf("%v is in the scheme but no private CRD serves it", gk)
 		}
 	}
 }
@@ -169,7 +181,7 @@ func review(t *testing.T, h http.Handler, desired string, objs ...any) *apiexten
 func newOffline(t *testing.T, g func(schema.GroupKind) (string, error)) *Webhook {
 	t.Helper()
 	swapGetter(t, g)
-	w, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, prometheus.NewRegistry())
+	w, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, prometheus.NewRegistry(), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

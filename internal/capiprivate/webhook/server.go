@@ -40,11 +40,12 @@ type Webhook struct {
 }
 
 // New builds the webhook for the cluster cfg reaches (it reads CRDs: get, list, watch on
-// customresourcedefinitions), registering its metrics with reg.
+// customresourcedefinitions), registering its metrics with reg; limits cap request bodies and the getter's
+// negative cache (zero fields: DefaultLimits).
 //
 // It installs its getter with clusterv1beta1.SetAPIVersionGetter. The getter is process-global: nothing else in
 // the process may convert standard objects, and the last New wins.
-func New(cfg *rest.Config, reg prometheus.Registerer) (*Webhook, error) {
+func New(cfg *rest.Config, reg prometheus.Registerer, limits Limits) (*Webhook, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
@@ -57,12 +58,14 @@ func New(cfg *rest.Config, reg prometheus.Registerer) (*Webhook, error) {
 	if err != nil {
 		return nil, err
 	}
+	limits = limits.withDefaults()
 	w := &Webhook{
 		Scheme:  scheme,
 		Metrics: metrics,
 		Getter:  NewAPIVersionGetter(mc, func(result string) { metrics.Lookups.WithLabelValues(result).Inc() }),
 	}
-	w.convert = metrics.instrument(conversion.NewWebhookHandler(scheme))
+	w.Getter.NegativeTTL = limits.NegativeCacheTTL
+	w.convert = metrics.instrument(conversion.NewWebhookHandler(scheme), newLabelSet(scheme), limits.MaxRequestBytes)
 	setAPIVersionGetter(w.APIVersion)
 	return w, nil
 }
@@ -131,8 +134,8 @@ func (w *Webhook) health(mux *http.ServeMux) {
 }
 
 // ServeTLS serves h over HTTPS on l until ctx ends, with the key pair in certFile and keyFile, reloaded when the
-// files change (controller-runtime's certwatcher).
-func ServeTLS(ctx context.Context, l net.Listener, certFile, keyFile string, h http.Handler) error {
+// files change (controller-runtime's certwatcher), and the timeouts of limits.
+func ServeTLS(ctx context.Context, l net.Listener, certFile, keyFile string, h http.Handler, limits Limits) error {
 	cw, err := certwatcher.New(certFile, keyFile)
 	if err != nil {
 		return fmt.Errorf("loading the serving certificate: %w", err)
@@ -143,11 +146,9 @@ func ServeTLS(ctx context.Context, l net.Listener, certFile, keyFile string, h h
 			watchErr <- err
 		}
 	}()
-	srv := &http.Server{
-		Handler:           h,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate},
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	srv := limits.server(h)
+	// No client certificate is requested: kube-apiserver presents none to conversion webhooks.
+	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate}
 	return serve(ctx, srv, func() error { return srv.ServeTLS(l, "", "") }, watchErr)
 }
 
@@ -184,6 +185,57 @@ type Options struct {
 	Config *rest.Config
 	// Listener and MetricsListener, when set, are used instead of listening on Listen and MetricsListen.
 	Listener, MetricsListener net.Listener
+	// Limits bound requests (zero fields take their defaults).
+	Limits Limits
+}
+
+// Limits bound what one caller can make the webhook hold. Zero fields take the defaults of DefaultLimits.
+type Limits struct {
+	// MaxRequestBytes caps a ConversionReview (413 above it). kube-apiserver sends the objects of one list page
+	// in one review, so the cap bounds the page a v1beta1 client may list unpaginated.
+	MaxRequestBytes int64
+	// ReadHeaderTimeout and ReadTimeout bound reading a request's headers and the whole request; WriteTimeout
+	// bounds the answer; IdleTimeout closes idle keep-alive connections.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// NegativeCacheTTL is how long the apiVersion getter remembers a CRD as missing.
+	NegativeCacheTTL time.Duration
+}
+
+// DefaultLimits: kube-apiserver gives a conversion call 30 s, so a request that takes longer to arrive is of no
+// use; 64 MiB holds an unpaginated v1beta1 list of several thousand Machines.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxRequestBytes:   64 << 20,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		NegativeCacheTTL:  30 * time.Second,
+	}
+}
+
+// withDefaults fills zero fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxRequestBytes <= 0 {
+		l.MaxRequestBytes = d.MaxRequestBytes
+	}
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&l.ReadHeaderTimeout, &d.ReadHeaderTimeout}, {&l.ReadTimeout, &d.ReadTimeout},
+		{&l.WriteTimeout, &d.WriteTimeout}, {&l.IdleTimeout, &d.IdleTimeout}, {&l.NegativeCacheTTL, &d.NegativeCacheTTL},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return l
+}
+
+// server is an http.Server for h with l's timeouts.
+func (l Limits) server(h http.Handler) *http.Server {
+	l = l.withDefaults()
+	return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
+		WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout}
 }
 
 // Run runs the webhook until ctx ends.
@@ -193,7 +245,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w, err := New(opts.Config, reg)
+	w, err := New(opts.Config, reg, opts.Limits)
 	if err != nil {
 		return err
 	}
@@ -215,11 +267,11 @@ func Run(ctx context.Context, opts Options) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	w.health(mux)
-	msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	msrv := opts.Limits.server(mux)
 	metricsErr := make(chan error, 1)
 	go func() { metricsErr <- serve(ctx, msrv, func() error { return msrv.Serve(ml) }, nil) }()
 
-	err = ServeTLS(ctx, l, opts.CertFile, opts.KeyFile, w.Handler())
+	err = ServeTLS(ctx, l, opts.CertFile, opts.KeyFile, w.Handler(), opts.Limits)
 	cancel()
 	if merr := <-metricsErr; err == nil {
 		err = merr

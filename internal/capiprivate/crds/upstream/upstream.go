@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -31,6 +32,33 @@ func Platform() ([]*unstructured.Unstructured, error) {
 // StandardCAPK is CAPK v0.1.10 in its standard group, with its contract label.
 func StandardCAPK() ([]*unstructured.Unstructured, error) {
 	return glob(crds.CAPKModule + "/config/crd/bases/*.yaml")
+}
+
+// StandardInfrastructure is every vendored infrastructure provider CRD (CAPK, CAPA, CAPZ, CAPG, CAPIBM, CAPO) in
+// its standard group, with its contract label: the CRDs legacy infrastructure objects live in. Upstream serves
+// more versions of some kinds than the private twins do (CAPZ's AzureASOManaged* v1alpha1); in the standard CRDs
+// those extra versions keep their upstream conversion settings, so tests use the versions the private twins
+// serve.
+func StandardInfrastructure() ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	seen := map[string]bool{}
+	for _, src := range crds.Sources {
+		if !strings.Contains(src.Path, "/infrastructure.cluster.x-k8s.io_") || seen[src.String()] {
+			continue
+		}
+		seen[src.String()] = true
+		data, err := files.ReadFile(src.String())
+		if err != nil {
+			return nil, fmt.Errorf("%s is not vendored (make capi-crds): %w", src, err)
+		}
+		u, err := crds.Decode(src.String(), data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out, nil
 }
 
 // HyperShift is HostedCluster and HostedControlPlane (the latter with the contract label

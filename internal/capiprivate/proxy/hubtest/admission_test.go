@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,7 +87,11 @@ func TestAdmissionWebhooksOnPrivateCRDs(t *testing.T) {
 	if err := (&capiwebhooks.Cluster{Client: mgr.GetAPIReader()}).SetupWebhookWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	capiURL, capiCA := serveTLS(t, hooks.WebhookMux())
+	var capiCalls atomic.Int64
+	capiURL, capiCA := serveTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		capiCalls.Add(1)
+		hooks.WebhookMux().ServeHTTP(w, r)
+	}))
 
 	// The proxy's admission side in front of it.
 	pool := testpki.NewCA(t, "unused").Pool()
@@ -196,6 +201,26 @@ func TestAdmissionWebhooksOnPrivateCRDs(t *testing.T) {
 		if ps.metric(t, "capi_private_proxy_objects_translated_total", "direction", dir) == 0 {
 			t.Errorf("objects_translated_total{%s} 0", dir)
 		}
+	}
+
+	// Only CAPI's webhook paths of the private groups are forwarded: anything else is 404 and never reaches the
+	// webhook server (runtime.cluster.x-k8s.io is not renamed, so its webhook is not served here).
+	pool = testpki.NewCA(t, "unused-too").Pool()
+	pool.AppendCertsFromPEM(admCA)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	before := capiCalls.Load()
+	for _, path := range []string{"/convert", "/metrics", "/mutate-runtime-cluster-x-k8s-io-v1beta2-extensionconfig", "/validate-cluster-x-k8s-io-v1beta2-cluster/x"} {
+		resp, err := hc.Post(admURL+path, "application/json", strings.NewReader(`{"kind":"AdmissionReview"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("POST %s on the admission side: %d, want 404", path, resp.StatusCode)
+		}
+	}
+	if n := capiCalls.Load() - before; n != 0 {
+		t.Errorf("%d requests outside the allowed paths reached CAPI's webhook server", n)
 	}
 }
 
