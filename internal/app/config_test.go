@@ -64,7 +64,7 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg.StatusDebounce, cfg.ResyncPeriod = 3*time.Second, 7*time.Minute
 	cfg.StatusCreateStream, cfg.StatusStreamMaxAge = true, 5*time.Hour
 	cfg.LeaderElection, cfg.LeaderElectionNamespace, cfg.LeaseDuration = true, "keys-leases", 21*time.Second
-	cfg.VersionMatrixFile = write("matrix.yaml", "\"4.21\": \"1.34\"\n")
+	cfg.VersionMatrixFile = write("matrix.yaml", "\"4.22\": \"1.35\"\n")
 	cfg.PullSecretFile = write("pull.json", `{"auths":{"keys.example.com":{"auth":"eDp5"}}}`)
 	cfg.SSHPublicKeyFile = write("id.pub", "ssh-ed25519 AAAAkeys keys@example.com\n")
 	cfg.BaseDomain, cfg.ManageACMObjects = "keys.example.com", false
@@ -155,8 +155,8 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		},
 		"leaseDuration": func() { eq("leaseDuration", a.leader.lease, 21*time.Second) },
 		"versionMatrixFile": func() {
-			k, ok := svc.Matrix.KubernetesFor(versions.Minor{Major: 4, Minor: 21})
-			eq("versionMatrixFile", k.String()+"|"+map[bool]string{true: "ok"}[ok], "1.34|ok")
+			k, ok := svc.Matrix.KubernetesFor(versions.Minor{Major: 4, Minor: 22})
+			eq("versionMatrixFile", k.String()+"|"+map[bool]string{true: "ok"}[ok], "1.35|ok")
 		},
 		"pullSecretFile": func() {
 			data, err := svc.PullSecret(context.Background())
