@@ -16,6 +16,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/events"
+	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
 	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
@@ -71,6 +72,7 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg.ControlPlaneAvailabilityPolicy, cfg.DefaultWorkerCount, cfg.HypershiftNamespace = "SingleReplica", 5, "keys-hypershift"
 	cfg.DegradedGracePeriod, cfg.ProvisioningTimeoutKubevirt, cfg.ProvisioningTimeoutBaremetal = 16*time.Minute, 46*time.Minute, 121*time.Minute
 	cfg.OperationTimeoutKubevirt, cfg.OperationTimeoutBaremetal, cfg.UpdatingStatus = 91*time.Minute, 181*time.Minute, "PROGRESSING"
+	cfg.StatusVocabulary, cfg.ActiveStatus, cfg.ProblemTypes, cfg.DeleteKeyRetention = "dcm-2026", "RUNNING", "uris", 3*time.Hour
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +179,11 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		"operationTimeoutKubevirt":     func() { eq("operationTimeoutKubevirt", svc.OperationTimeoutKubeVirt, 91*time.Minute) },
 		"operationTimeoutBaremetal":    func() { eq("operationTimeoutBaremetal", svc.OperationTimeoutBareMetal, 181*time.Minute) },
 		"updatingStatus":               func() { eq("updatingStatus", pub.UpdatingStatus, "PROGRESSING") },
+		// Their effect end to end: TestDCM2026Vocabulary, TestAgentCreateReplayDelete.
+		"statusVocabulary":   func() { eq("statusVocabulary", svc.Vocabulary.Name, "dcm-2026") },
+		"activeStatus":       func() { eq("activeStatus", svc.Vocabulary.Active, status.Running) },
+		"problemTypes":       func() { eq("problemTypes", a.server.ProblemTypeURIs(), true) },
+		"deleteKeyRetention": func() { eq("deleteKeyRetention", svc.DeleteKeyRetention, 3*time.Hour) },
 	}
 	for _, k := range config.Keys() {
 		check, ok := checks[k[0]]
