@@ -56,6 +56,8 @@ type App struct {
 	server   *httpapi.Server
 	listener net.Listener
 	leader   *leader
+	// observeEvery is how often the hub's observability is compared (dcm-2026: a change re-reports every cluster).
+	observeEvery time.Duration
 }
 
 // Options are the non-configuration inputs of New.
@@ -122,6 +124,9 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if interval == 0 {
 		interval = 10 * time.Second
 	}
+	// The hub health check's threshold: without an answer from the hub's API server for longer, the SP's view of
+	// the clusters is not current (health says so, and the dcm-2026 vocabulary reports them UNAVAILABLE).
+	hubStaleAfter := 3*interval + 5*time.Second
 	h, err := hub.New(restCfg, hub.Options{
 		Namespace: cfg.Namespace, Provider: cfg.ProviderName, AgentNamespace: cfg.AgentNamespace, HypershiftNamespace: cfg.HypershiftNamespace,
 		DiscoveryInterval: interval, DiscoveryTimeout: 5 * time.Second, RequestTimeout: cfg.RequestTimeout, Log: log,
@@ -157,6 +162,8 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		SSHPublicKey: sshKey, PullSecret: pullSecret, Matrix: matrix, Status: st,
 		Platforms:                platforms.Available,
 		OperationTimeoutKubeVirt: cfg.OperationTimeoutKubevirt, OperationTimeoutBareMetal: cfg.OperationTimeoutBaremetal,
+		Vocabulary: status.Vocabulary{Name: cfg.StatusVocabulary, Active: status.Status(cfg.ActiveStatus)},
+		Observed:   hubObservation(h, hubStaleAfter), DeleteKeyRetention: cfg.DeleteKeyRetention,
 	}, log)
 
 	reg := prometheus.NewRegistry()
@@ -222,7 +229,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 
 	checks := []health.Check{
-		health.HubCheck(h, 3*interval+5*time.Second),
+		health.HubCheck(h, hubStaleAfter),
 		health.HyperShiftCheck(h, cfg.HypershiftNamespace),
 		health.PlatformCheck("kubevirt", platforms.KubeVirtState),
 		health.PlatformCheck("baremetal", platforms.BareMetalState),
@@ -240,7 +247,9 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.server = httpapi.NewServer(svc, a.Health, a.Guard, httpapi.Options{Log: log, RequestTimeout: cfg.RequestTimeout})
+	a.server = httpapi.NewServer(svc, a.Health, a.Guard, httpapi.Options{Log: log, RequestTimeout: cfg.RequestTimeout,
+		ProblemTypeURIs: cfg.ProblemTypes == config.ProblemTypeURIs})
+	a.observeEvery = interval
 
 	a.leader, err = newLeader(restCfg, cfg.LeaderElection, cfg.ProviderName+"-leader", cfg.LeaseNamespace(), cfg.LeaseDuration, log)
 	if err != nil {
@@ -357,6 +366,9 @@ func (a *App) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.leader.run(ctx)
 	}()
+	if a.Config.StatusVocabulary == config.VocabularyDCM2026 {
+		go a.followObservation(ctx)
+	}
 	a.log.Info("serving", "address", a.listener.Addr().String(), "tls", a.Config.TLS(), "auth", a.Config.Auth,
 		"anonymous", a.Config.AuthAnonymous, "namespace", a.Config.Namespace, "platformsEnabled", a.Config.EnabledPlatforms)
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/events"
+	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
 	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
@@ -64,13 +65,14 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg.StatusDebounce, cfg.ResyncPeriod = 3*time.Second, 7*time.Minute
 	cfg.StatusCreateStream, cfg.StatusStreamMaxAge = true, 5*time.Hour
 	cfg.LeaderElection, cfg.LeaderElectionNamespace, cfg.LeaseDuration = true, "keys-leases", 21*time.Second
-	cfg.VersionMatrixFile = write("matrix.yaml", "\"4.21\": \"1.34\"\n")
+	cfg.VersionMatrixFile = write("matrix.yaml", "\"4.22\": \"1.35\"\n")
 	cfg.PullSecretFile = write("pull.json", `{"auths":{"keys.example.com":{"auth":"eDp5"}}}`)
 	cfg.SSHPublicKeyFile = write("id.pub", "ssh-ed25519 AAAAkeys keys@example.com\n")
 	cfg.BaseDomain, cfg.ManageACMObjects = "keys.example.com", false
 	cfg.ControlPlaneAvailabilityPolicy, cfg.DefaultWorkerCount, cfg.HypershiftNamespace = "SingleReplica", 5, "keys-hypershift"
 	cfg.DegradedGracePeriod, cfg.ProvisioningTimeoutKubevirt, cfg.ProvisioningTimeoutBaremetal = 16*time.Minute, 46*time.Minute, 121*time.Minute
 	cfg.OperationTimeoutKubevirt, cfg.OperationTimeoutBaremetal, cfg.UpdatingStatus = 91*time.Minute, 181*time.Minute, "PROGRESSING"
+	cfg.StatusVocabulary, cfg.ActiveStatus, cfg.ProblemTypes, cfg.DeleteKeyRetention = "dcm-2026", "RUNNING", "uris", 3*time.Hour
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +157,8 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		},
 		"leaseDuration": func() { eq("leaseDuration", a.leader.lease, 21*time.Second) },
 		"versionMatrixFile": func() {
-			k, ok := svc.Matrix.KubernetesFor(versions.Minor{Major: 4, Minor: 21})
-			eq("versionMatrixFile", k.String()+"|"+map[bool]string{true: "ok"}[ok], "1.34|ok")
+			k, ok := svc.Matrix.KubernetesFor(versions.Minor{Major: 4, Minor: 22})
+			eq("versionMatrixFile", k.String()+"|"+map[bool]string{true: "ok"}[ok], "1.35|ok")
 		},
 		"pullSecretFile": func() {
 			data, err := svc.PullSecret(context.Background())
@@ -177,6 +179,11 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		"operationTimeoutKubevirt":     func() { eq("operationTimeoutKubevirt", svc.OperationTimeoutKubeVirt, 91*time.Minute) },
 		"operationTimeoutBaremetal":    func() { eq("operationTimeoutBaremetal", svc.OperationTimeoutBareMetal, 181*time.Minute) },
 		"updatingStatus":               func() { eq("updatingStatus", pub.UpdatingStatus, "PROGRESSING") },
+		// Their effect end to end: TestDCM2026Vocabulary, TestAgentCreateReplayDelete.
+		"statusVocabulary":   func() { eq("statusVocabulary", svc.Vocabulary.Name, "dcm-2026") },
+		"activeStatus":       func() { eq("activeStatus", svc.Vocabulary.Active, status.Running) },
+		"problemTypes":       func() { eq("problemTypes", a.server.ProblemTypeURIs(), true) },
+		"deleteKeyRetention": func() { eq("deleteKeyRetention", svc.DeleteKeyRetention, 3*time.Hour) },
 	}
 	for _, k := range config.Keys() {
 		check, ok := checks[k[0]]

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,22 +24,17 @@ func advertised(p devhub.Provider, key string) string {
 }
 
 // The SP registers with the registry what the hub offers, and re-registers when a ClusterImageSet for a new minor
-// appears (here OpenShift 4.21 → Kubernetes 1.34 through a version matrix file).
+// appears (here OpenShift 4.21 → Kubernetes 1.34, from the built-in matrix: no override file).
 func TestRegistrationFollowsTheHub(t *testing.T) {
 	spm, err := devhub.StartRegistry("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer spm.Close()
-	matrix := filepath.Join(t.TempDir(), "matrix.yaml")
-	if err := os.WriteFile(matrix, []byte(`"4.21": "1.34"`+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	cfg := testConfig("restricted")
 	cfg.ProviderName = "sp-registered"
 	cfg.RegistrationURL = spm.URL
 	cfg.APIHost = "https://acm-sp.example.test:8443"
-	cfg.VersionMatrixFile = matrix
 	sp := startSP(t, cfg, Options{RegistrationBackoff: 50 * time.Millisecond, RegistrationMaxBackoff: time.Second})
 
 	waitFor(t, 20*time.Second, "registered", func() bool { _, ok := spm.Get("sp-registered"); return ok })
@@ -69,16 +62,26 @@ func TestRegistrationFollowsTheHub(t *testing.T) {
 	var sv struct {
 		Versions []string `json:"versions"`
 	}
-	_ = json.Unmarshal([]byte(cm.Data["supported-versions"]), &sv)
+	before := cm.Data["supported-versions"]
+	_ = json.Unmarshal([]byte(before), &sv)
 	sv.Versions = append([]string{"4.21"}, sv.Versions...)
 	data, _ := json.Marshal(sv)
 	cm.Data["supported-versions"] = string(data)
 	if err := testHub.Client.Update(ctx, &cm); err != nil {
 		t.Fatal(err)
 	}
-	if err := testHub.Client.Create(ctx, devhub.ClusterImageSet("4.21.3", "multi", true)); err != nil {
+	set := devhub.ClusterImageSet("4.21.3", "multi", true)
+	if err := testHub.Client.Create(ctx, set); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // the hub is shared: other tests expect 4.21 to have release candidates only
+		_ = testHub.Client.Delete(ctx, set)
+		var cm corev1.ConfigMap
+		if testHub.Client.Get(ctx, client.ObjectKey{Namespace: "hypershift", Name: "supported-versions"}, &cm) == nil {
+			cm.Data["supported-versions"] = before
+			_ = testHub.Client.Update(ctx, &cm)
+		}
+	})
 	waitFor(t, 20*time.Second, "re-registered with Kubernetes 1.34", func() bool {
 		p, _ := spm.Get("sp-registered")
 		return advertised(p, "kubernetesSupportedVersions") == "1.27,1.28,1.29,1.30,1.31,1.32,1.33,1.34"

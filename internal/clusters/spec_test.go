@@ -80,6 +80,12 @@ func TestFormsNormalizeAlike(t *testing.T) {
 	if err != nil || c.JSON != a.JSON {
 		t.Fatalf("raw spec: %v\n%s", err, c.JSON)
 	}
+	// The Environment Agent's body: the bare spec with the read-only fields the control plane's catalog merges in
+	// (api_endpoint, console_url, kubeconfig, all empty), accepted and ignored.
+	d, err := ParseSpec([]byte(example("agent-kubevirt.json")), sc)
+	if err != nil || d.JSON != a.JSON {
+		t.Fatalf("the agent's body: %v\n%s", err, d.JSON)
+	}
 }
 
 func TestParseNormalization(t *testing.T) {

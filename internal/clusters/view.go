@@ -20,10 +20,12 @@ import (
 
 // Cluster is the API resource, in domain types; internal/httpapi turns it into the wire type.
 type Cluster struct {
-	ID               string
-	Spec             json.RawMessage // the normalized spec, exactly as stored at create
-	Status           status.Status
-	StatusMessage    string
+	ID            string
+	Spec          json.RawMessage // the normalized spec, exactly as stored at create
+	Status        status.Status
+	StatusMessage string
+	// Why tells the causes of one status apart, for the vocabulary that reports them differently.
+	Why              status.Why
 	Platform         render.Platform
 	Version          string // requested
 	OpenShiftVersion string // resolved
@@ -124,6 +126,7 @@ func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 		Spec:             json.RawMessage(specJSON),
 		Status:           r.Status,
 		StatusMessage:    r.Message,
+		Why:              r.Why,
 		Platform:         render.PlatformOf(hc.Spec.Platform.Type),
 		Version:          spec.Version,
 		OpenShiftVersion: hc.Annotations[meta.AnnotationOpenShiftVersion],
@@ -152,8 +155,7 @@ func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 	}
 
 	if r.Status == status.Ready || r.Status == status.Updating || r.Status == status.Unavailable {
-		c.APIEndpoint = apiEndpoint(hc)
-		c.ConsoleURL = consoleURL(v)
+		c.APIEndpoint, c.ConsoleURL = Endpoints(v)
 	}
 	if r.Status == status.Ready || r.Status == status.Updating {
 		c.Kubeconfig = v.Kubeconfig // a SecretRef: the content is read on demand
@@ -166,6 +168,20 @@ func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 	}
 	c.ETag = ETag(hc.Annotations[meta.AnnotationSpec], c.Operation)
 	return c
+}
+
+// Endpoints are a cluster's API endpoint and console URL as far as its objects tell them.
+func Endpoints(v hub.View) (api, console string) { return apiEndpoint(v.HostedCluster), consoleURL(v) }
+
+// Output is what a cluster produced, for the status events' output_spec: its endpoints once the installation
+// completed (they work from then on), until its deletion starts.
+func Output(v hub.View) status.Output {
+	hc := v.HostedCluster
+	if hc == nil || hc.DeletionTimestamp != nil || status.CompletedVersion(hc) == "" {
+		return status.Output{}
+	}
+	api, console := Endpoints(v)
+	return status.Output{APIEndpoint: api, ConsoleURL: console}
 }
 
 func apiEndpoint(hc *hyperv1.HostedCluster) string {

@@ -115,6 +115,37 @@ type Config struct {
 	OperationTimeoutKubevirt  time.Duration `key:"operationTimeoutKubevirt" default:"90m" usage:"a KubeVirt scale, upgrade or resize not finished after this is FAILED"`
 	OperationTimeoutBaremetal time.Duration `key:"operationTimeoutBaremetal" default:"180m" usage:"a baremetal scale, upgrade or resize not finished after this is FAILED"`
 	UpdatingStatus            string        `key:"updatingStatus" default:"UPDATING" usage:"status string of a running day-2 operation in status events: UPDATING, or PROGRESSING (DCM's word for it)"`
+
+	// DCM as it runs since its Environment Agent (docs/dcm.md): status words, problem types, keyed deletes
+	StatusVocabulary   string        `key:"statusVocabulary" default:"seed" usage:"status words of GET, LIST and the status events: seed (PENDING, PROVISIONING, READY, UPDATING, FAILED, UNAVAILABLE, DELETING, DELETED) or dcm-2026 (PROGRESSING, ACTIVE, DEGRADED, UNAVAILABLE, FAILED, DELETING, DELETED; only a terminal failure is FAILED)"`
+	ActiveStatus       string        `key:"activeStatus" default:"ACTIVE" usage:"with statusVocabulary dcm-2026, the status of a ready cluster: ACTIVE, or RUNNING for control planes that advance placement on running"`
+	ProblemTypes       string        `key:"problemTypes" default:"codes" usage:"type member of the problem documents: codes (INVALID_ARGUMENT, NOT_FOUND, …) or uris (RFC 9457: https://dcm-project.github.io/problems/invalid-argument, …)"`
+	DeleteKeyRetention time.Duration `key:"deleteKeyRetention" default:"24h" usage:"how long a DELETE with an Idempotency-Key is remembered on the hub: its replay answers 204 within this time, also once the cluster is gone"`
+}
+
+// Values of statusVocabulary, activeStatus and problemTypes.
+const (
+	VocabularySeed    = "seed"
+	VocabularyDCM2026 = "dcm-2026"
+	ProblemTypeCodes  = "codes"
+	ProblemTypeURIs   = "uris"
+)
+
+// validateDCM checks the keys of DCM's newer contract.
+func (c *Config) validateDCM(bad func(key, format string, args ...any) error) error {
+	if c.StatusVocabulary != VocabularySeed && c.StatusVocabulary != VocabularyDCM2026 {
+		return bad("statusVocabulary", "%q must be seed or dcm-2026", c.StatusVocabulary)
+	}
+	if c.ActiveStatus != "ACTIVE" && c.ActiveStatus != "RUNNING" {
+		return bad("activeStatus", "%q must be ACTIVE or RUNNING", c.ActiveStatus)
+	}
+	if c.ProblemTypes != ProblemTypeCodes && c.ProblemTypes != ProblemTypeURIs {
+		return bad("problemTypes", "%q must be codes or uris", c.ProblemTypes)
+	}
+	if c.DeleteKeyRetention <= 0 {
+		return bad("deleteKeyRetention", "must be positive")
+	}
+	return nil
 }
 
 // Platforms.
@@ -405,6 +436,9 @@ func (c *Config) Validate() error {
 		return bad("pullSecretFile", "set only one of pullSecretFile, pullSecretName")
 	}
 	if err := c.validateSecurity(bad); err != nil {
+		return err
+	}
+	if err := c.validateDCM(bad); err != nil {
 		return err
 	}
 	for key, d := range map[string]time.Duration{"degradedGracePeriod": c.DegradedGracePeriod, "provisioningTimeoutKubevirt": c.ProvisioningTimeoutKubevirt,

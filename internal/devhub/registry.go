@@ -18,9 +18,15 @@ import (
 // as SPM's validator answers), is idempotent by name (201 first, 200 after, same id), and answers 409
 // problem+json when the name exists under another id or ?id= belongs to another name. GET lists providers.
 // Tests inject failures with FailNext.
+//
+// StartAgentRegistry starts it as an Environment Agent's provider registration instead (environment-agent
+// 8e638b2): the same body and name semantics, but one provider per service type — a second provider of a
+// service type gets 409 "service type 'cluster' is already served by provider 'x'" (type CONFLICT) — and
+// problem+json 422 for invalid fields.
 type Registry struct {
-	srv *http.Server
-	URL string // base URL including /api/v1alpha1
+	srv   *http.Server
+	URL   string // base URL including /api/v1alpha1
+	agent bool
 
 	mu        sync.Mutex
 	providers map[string]*Provider // by name
@@ -44,13 +50,18 @@ type Provider struct {
 	UpdateTime    time.Time      `json:"update_time"`
 }
 
-// StartRegistry serves the stand-in on addr (e.g. "127.0.0.1:0").
-func StartRegistry(addr string) (*Registry, error) {
+// StartRegistry serves the SPM stand-in on addr (e.g. "127.0.0.1:0").
+func StartRegistry(addr string) (*Registry, error) { return startRegistry(addr, false) }
+
+// StartAgentRegistry serves the Environment Agent stand-in on addr.
+func StartAgentRegistry(addr string) (*Registry, error) { return startRegistry(addr, true) }
+
+func startRegistry(addr string, agent bool) (*Registry, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{providers: map[string]*Provider{}}
+	r := &Registry{providers: map[string]*Provider{}, agent: agent}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1alpha1/providers", r.create)
 	mux.HandleFunc("GET /api/v1alpha1/providers", r.list)
@@ -88,6 +99,13 @@ func (r *Registry) Get(name string) (Provider, bool) {
 	return *p, true
 }
 
+// Remove unregisters a provider by name.
+func (r *Registry) Remove(name string) {
+	r.mu.Lock()
+	delete(r.providers, name)
+	r.mu.Unlock()
+}
+
 // Put registers a provider directly (tests set up conflicts with it).
 func (r *Registry) Put(p Provider) {
 	r.mu.Lock()
@@ -118,6 +136,10 @@ func (r *Registry) create(w http.ResponseWriter, req *http.Request) {
 	}
 	for _, f := range []string{"name", "endpoint", "service_type", "schema_version"} {
 		if s, ok := raw[f].(string); !ok || s == "" {
+			if r.agent {
+				r.problem(w, http.StatusUnprocessableEntity, fmt.Sprintf("invalid %s: must not be empty", f))
+				return
+			}
 			http.Error(w, fmt.Sprintf("request body has an error: doesn't match schema: property %q is missing", f), http.StatusBadRequest)
 			return
 		}
@@ -140,7 +162,7 @@ func (r *Registry) create(w http.ResponseWriter, req *http.Request) {
 	now := time.Now().UTC()
 	if existing, ok := r.providers[p.Name]; ok {
 		if id != "" && id != existing.ID {
-			problem(w, http.StatusConflict, fmt.Sprintf("provider %q exists with id %s", p.Name, existing.ID))
+			r.problem(w, http.StatusConflict, fmt.Sprintf("provider %q exists with id %s", p.Name, existing.ID))
 			return
 		}
 		p.ID, p.CreateTime, p.UpdateTime, p.Status = existing.ID, existing.CreateTime, now, "updated"
@@ -148,10 +170,18 @@ func (r *Registry) create(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, p)
 		return
 	}
+	if r.agent {
+		for _, other := range r.providers {
+			if other.ServiceType == p.ServiceType {
+				r.problem(w, http.StatusConflict, fmt.Sprintf("service type '%s' is already served by provider '%s'", p.ServiceType, other.Name))
+				return
+			}
+		}
+	}
 	if id != "" {
 		for _, other := range r.providers {
 			if other.ID == id {
-				problem(w, http.StatusConflict, fmt.Sprintf("id %s is used by provider %q", id, other.Name))
+				r.problem(w, http.StatusConflict, fmt.Sprintf("id %s is used by provider %q", id, other.Name))
 				return
 			}
 		}
@@ -174,10 +204,19 @@ func (r *Registry) list(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"providers": out})
 }
 
-func problem(w http.ResponseWriter, code int, detail string) {
+// problem answers problem+json as the registry does: SPM {"type":"conflict","title":"Resource conflict"}, the
+// agent {"type":"CONFLICT","title":"Conflict"} (422: UNPROCESSABLE_ENTITY, "Validation Failed").
+func (r *Registry) problem(w http.ResponseWriter, code int, detail string) {
+	typ, title := "conflict", "Resource conflict"
+	switch {
+	case r.agent && code == http.StatusConflict:
+		typ, title = "CONFLICT", "Conflict"
+	case r.agent:
+		typ, title = "UNPROCESSABLE_ENTITY", "Validation Failed"
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{"type": "conflict", "title": "Resource conflict", "status": code, "detail": detail})
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": typ, "title": title, "status": code, "detail": detail})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -49,7 +49,7 @@ func startSecuredNATS(t *testing.T, configure func(*natsserver.Options), client 
 func publishesWith(t *testing.T, url string, creds Credentials, reader ...nats.Option) {
 	t.Helper()
 	p := startPublisher(t, Options{URL: url, Credentials: creds})
-	p.Report("inst-auth", status.Ready, "ready")
+	p.Report("inst-auth", status.Report{Status: status.Ready, Message: "ready"})
 	waitTrue(t, func() bool { return p.Delivered("inst-auth", status.Ready) })
 	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-auth.status", 1, 5*time.Second, reader...)
 	if len(evs) != 1 || data(t, evs[0]).Status != "READY" {

@@ -151,14 +151,19 @@ type Options struct {
 	Log      *slog.Logger
 }
 
-// Data is the CloudEvent payload SPM stores: the instance id, the status and its message.
+// Data is the CloudEvent payload: the instance id, the status and its message (what SPM stores), and what the
+// cluster produced (output_spec: its endpoints once known, never a secret), which DCM's control plane reads.
 type Data struct {
-	ID      string `json:"id"`
-	Status  string `json:"status"`
-	Message string `json:"message"`
+	ID         string         `json:"id"`
+	Status     string         `json:"status"`
+	Message    string         `json:"message"`
+	OutputSpec *status.Output `json:"output_spec,omitempty"`
 }
 
-type state struct{ status, message string }
+type state struct {
+	status, message string
+	out             status.Output
+}
 
 type entry struct {
 	pending     *state    // newest status not yet delivered
@@ -301,10 +306,10 @@ func (p *Publisher) OnDelivered(f func(id string, st status.Status)) {
 	p.mu.Unlock()
 }
 
-// Report hands over the current status of an instance. It is queued when it differs from what the bus last
-// acknowledged in this resync generation; a newer report replaces an older undelivered one.
-func (p *Publisher) Report(id string, st status.Status, message string) {
-	s := state{string(st), message}
+// Report hands over the current status of an instance. It is queued when it differs (status, message or output)
+// from what the bus last acknowledged in this resync generation; a newer report replaces an older undelivered one.
+func (p *Publisher) Report(id string, r status.Report) {
+	s := state{string(r.Status), r.Message, r.Output}
 	now := time.Now()
 	p.mu.Lock()
 	e := p.entries[id]
@@ -629,7 +634,8 @@ func (p *Publisher) publishPending(ctx context.Context, id string, now bool) err
 }
 
 // Event builds the CloudEvent of one status.
-func (p *Publisher) Event(id string, st status.Status, message string) (cloudevents.Event, string, error) {
+func (p *Publisher) Event(id string, r status.Report) (cloudevents.Event, string, error) {
+	st := r.Status
 	subject := p.o.Naming.SubjectFor(p.o.ProviderName, id)
 	ev := cloudevents.NewEvent(cloudevents.VersionV1)
 	ev.SetID(uuid.NewString())
@@ -641,7 +647,11 @@ func (p *Publisher) Event(id string, st status.Status, message string) (cloudeve
 	if st == status.Updating && p.o.UpdatingStatus != "" {
 		wire = p.o.UpdatingStatus
 	}
-	if err := ev.SetData(cloudevents.ApplicationJSON, Data{ID: id, Status: wire, Message: message}); err != nil {
+	d := Data{ID: id, Status: wire, Message: r.Message}
+	if !r.Output.Empty() {
+		d.OutputSpec = &r.Output
+	}
+	if err := ev.SetData(cloudevents.ApplicationJSON, d); err != nil {
 		return ev, "", err
 	}
 	return ev, subject, ev.Validate()
@@ -661,7 +671,7 @@ func (p *Publisher) publish(ctx context.Context, id string, s state) error {
 	if p.o.Fence != nil && !p.o.Fence() {
 		return errNotLeading
 	}
-	ev, subject, err := p.Event(id, status.Status(s.status), s.message)
+	ev, subject, err := p.Event(id, status.Report{Status: status.Status(s.status), Message: s.message, Output: s.out})
 	if err != nil {
 		return fmt.Errorf("building the CloudEvent: %w", err)
 	}

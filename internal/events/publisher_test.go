@@ -97,7 +97,7 @@ func data(t *testing.T, ev cloudevents.Event) Data {
 func TestStructuredCloudEvent(t *testing.T) {
 	url, _ := startNATS(t, true)
 	p := startPublisher(t, Options{URL: url})
-	p.Report("inst-1", status.Ready, "Cluster is ready; workers 3/3 ready")
+	p.Report("inst-1", status.Report{Status: status.Ready, Message: "Cluster is ready; workers 3/3 ready"})
 	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-1.status", 1, 5*time.Second)
 	if len(evs) != 1 {
 		t.Fatalf("%d events", len(evs))
@@ -124,7 +124,7 @@ func TestSPMPreset(t *testing.T) {
 	}
 	url, _ := startNATS(t, true)
 	p := startPublisher(t, Options{URL: url, Naming: n})
-	p.Report("inst-2", status.Pending, "waiting")
+	p.Report("inst-2", status.Report{Status: status.Pending, Message: "waiting"})
 	evs := consume(t, url, "dcm.cluster", 1, 5*time.Second)
 	if len(evs) != 1 || evs[0].Type() != "dcm.status.cluster" || evs[0].Source() != "dcm/providers/test-sp" || data(t, evs[0]).ID != "inst-2" {
 		t.Fatalf("spm preset events %v", evs)
@@ -143,14 +143,14 @@ func TestSPMPreset(t *testing.T) {
 func TestDebounceLatestWins(t *testing.T) {
 	url, _ := startNATS(t, true)
 	p := startPublisher(t, Options{URL: url, Debounce: 400 * time.Millisecond})
-	p.Report("inst-3", status.Pending, "a")
+	p.Report("inst-3", status.Report{Status: status.Pending, Message: "a"})
 	waitTrue(t, func() bool { return p.Delivered("inst-3", status.Pending) })
 	for i, m := range []string{"b", "c", "d"} {
 		st := status.Provisioning
 		if i == 2 {
 			st = status.Ready
 		}
-		p.Report("inst-3", st, m)
+		p.Report("inst-3", status.Report{Status: st, Message: m})
 	}
 	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-3.status", 3, 2*time.Second)
 	var got []string
@@ -161,12 +161,12 @@ func TestDebounceLatestWins(t *testing.T) {
 		t.Fatalf("published %v, want a,d", got)
 	}
 	// Reporting the delivered state again publishes nothing; after Resync it is published once more.
-	p.Report("inst-3", status.Ready, "d")
+	p.Report("inst-3", status.Report{Status: status.Ready, Message: "d"})
 	if n := p.pendingCount(); n != 0 { // Report decides synchronously
 		t.Fatalf("an unchanged report left %v pending", n)
 	}
 	p.Resync()
-	p.Report("inst-3", status.Ready, "d")
+	p.Report("inst-3", status.Report{Status: status.Ready, Message: "d"})
 	evs = consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-3.status", 4, 2*time.Second)
 	if len(evs) != 3 {
 		t.Fatalf("%d events after an unchanged report and a resync, want 3", len(evs))
@@ -191,7 +191,7 @@ func TestNoStreamHoldsStatuses(t *testing.T) {
 	_ = nc.Flush()
 	reg := prometheus.NewRegistry()
 	p := startPublisher(t, Options{URL: url, Registry: reg})
-	p.Report("inst-4", status.Deleted, "Cluster deleted")
+	p.Report("inst-4", status.Report{Status: status.Deleted, Message: "Cluster deleted"})
 	if _, err := sub.NextMsg(5 * time.Second); err != nil {
 		t.Fatalf("the publish never reached the subject: %v", err)
 	}
@@ -229,7 +229,7 @@ func TestNoStreamHoldsStatuses(t *testing.T) {
 func TestCreateStream(t *testing.T) {
 	url, _ := startNATS(t, false)
 	p := startPublisher(t, Options{URL: url, CreateStream: true, StreamMaxAge: 2 * time.Hour})
-	p.Report("inst-7", status.Ready, "ready")
+	p.Report("inst-7", status.Report{Status: status.Ready, Message: "ready"})
 	waitTrue(t, func() bool { return p.Delivered("inst-7", status.Ready) })
 	js := jetStream(t, url)
 	s, err := js.Stream(context.Background(), "acm-cluster-sp-test-sp")
@@ -251,7 +251,7 @@ func TestCreateStream(t *testing.T) {
 	// DCM's stream captures dcm.providers.>: nothing of our own.
 	url2, _ := startNATS(t, true)
 	p2 := startPublisher(t, Options{URL: url2, CreateStream: true})
-	p2.Report("inst-8", status.Ready, "ready")
+	p2.Report("inst-8", status.Report{Status: status.Ready, Message: "ready"})
 	waitTrue(t, func() bool { return p2.Delivered("inst-8", status.Ready) })
 	names := jetStream(t, url2).StreamNames(context.Background())
 	var got []string
@@ -315,7 +315,7 @@ func TestTermsDoNotOverlap(t *testing.T) {
 	end1()
 	<-done1
 	waitTrue(t, func() bool { q := p.queue.Load(); return q != nil && q != q1 })
-	p.Report("inst-9", status.Ready, "ready")
+	p.Report("inst-9", status.Report{Status: status.Ready, Message: "ready"})
 	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-9.status", 1, 5*time.Second)
 	if len(evs) != 1 {
 		t.Fatal("a status reported in the second term was not published")
@@ -336,10 +336,10 @@ func TestOutageDeliversLatest(t *testing.T) {
 	defer fwd.Close()
 	reg := prometheus.NewRegistry()
 	p := startPublisher(t, Options{URL: "nats://" + fwd.Addr, Registry: reg})
-	p.Report("inst-5", status.Pending, "p")
-	p.Report("inst-6", status.Pending, "p")
+	p.Report("inst-5", status.Report{Status: status.Pending, Message: "p"})
+	p.Report("inst-6", status.Report{Status: status.Pending, Message: "p"})
 	waitTrue(t, func() bool { return testutil.ToFloat64(p.m.failed) >= 2 })
-	p.Report("inst-5", status.Provisioning, "q")
+	p.Report("inst-5", status.Report{Status: status.Provisioning, Message: "q"})
 	if ok, _ := p.Connected(); ok {
 		t.Fatal("connected to nothing")
 	}
@@ -376,7 +376,7 @@ func TestUpdatingStatusOnTheWire(t *testing.T) {
 		want    string
 	}{{"", status.Updating, "UPDATING"}, {"UPDATING", status.Updating, "UPDATING"}, {"PROGRESSING", status.Updating, "PROGRESSING"}, {"PROGRESSING", status.Ready, "READY"}} {
 		p := New(Options{URL: "nats://127.0.0.1:1", ProviderName: "test-sp", Naming: Presets["design"], UpdatingStatus: tc.setting})
-		ev, _, err := p.Event("inst-1", tc.st, "Scaling workers 2→3: 2/3 ready")
+		ev, _, err := p.Event("inst-1", status.Report{Status: tc.st, Message: "Scaling workers 2→3: 2/3 ready"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -395,7 +395,7 @@ func TestResyncDoesNotDelayAChange(t *testing.T) {
 	p := startPublisher(t, Options{URL: url})
 	id := func(i int) string { return fmt.Sprintf("inst-%04d", i) }
 	for i := 0; i < n; i++ {
-		p.Report(id(i), status.Provisioning, "before")
+		p.Report(id(i), status.Report{Status: status.Provisioning, Message: "before"})
 	}
 	waitTrue(t, func() bool { return p.pendingCount() == 0 })
 
@@ -407,10 +407,10 @@ func TestResyncDoesNotDelayAChange(t *testing.T) {
 	skip := n // the first round, replayed by the stream
 	p.Resync()
 	for i := 0; i < n; i++ {
-		p.Report(id(i), status.Provisioning, "before") // unchanged: re-published
+		p.Report(id(i), status.Report{Status: status.Provisioning, Message: "before"}) // unchanged: re-published
 	}
-	doneBefore := n - int(p.pendingCount())       // re-publishes acked before the change is reported
-	p.Report(id(n-1), status.Ready, "the change") // the last one resynced, changed right after
+	doneBefore := n - int(p.pendingCount())                                       // re-publishes acked before the change is reported
+	p.Report(id(n-1), status.Report{Status: status.Ready, Message: "the change"}) // the last one resynced, changed right after
 	if !p.Delivered(id(0), status.Provisioning) {
 		t.Fatal("a status waiting only to be re-published no longer counts as delivered")
 	}
@@ -447,4 +447,42 @@ func TestResyncDoesNotDelayAChange(t *testing.T) {
 		t.Fatalf("the change went out after %d re-publishes reported before it (%d were out already), want at most %d", ahead, doneBefore, limit)
 	}
 	t.Logf("the change went out after %d of %d re-publishes (%d of them acked before it was reported)", changeAt, n-1, doneBefore)
+}
+
+// output_spec carries what the cluster produced — its API endpoint and console URL — next to the fields SPM and
+// the control plane read; a change of the output alone is published; without output there is no output_spec key;
+// and nothing but the two endpoints can be in it (the payload has no place for a kubeconfig).
+func TestOutputSpec(t *testing.T) {
+	url, _ := startNATS(t, true)
+	n, _ := ResolveNaming("spm", Naming{})
+	p := startPublisher(t, Options{URL: url, Naming: n, Debounce: time.Millisecond})
+	p.Report("inst-out", status.Report{Status: status.Progressing, Message: "Control plane starting"})
+	waitTrue(t, func() bool { return p.Delivered("inst-out", status.Progressing) })
+	out := status.Output{APIEndpoint: "https://api.out.example.com:6443"}
+	p.Report("inst-out", status.Report{Status: status.Active, Message: "Cluster is ready", Output: out})
+	waitTrue(t, func() bool { return p.Delivered("inst-out", status.Active) })
+	out.ConsoleURL = "https://console-openshift-console.apps.out.example.com"
+	p.Report("inst-out", status.Report{Status: status.Active, Message: "Cluster is ready", Output: out}) // the console URL became known
+	evs := consume(t, url, "dcm.cluster", 3, 5*time.Second)
+	if len(evs) != 3 {
+		t.Fatalf("%d events, want 3", len(evs))
+	}
+	var raw []map[string]any
+	for _, ev := range evs {
+		var m map[string]any
+		if err := ev.DataAs(&m); err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, m)
+	}
+	if _, ok := raw[0]["output_spec"]; ok || raw[0]["id"] != "inst-out" || raw[0]["status"] != "PROGRESSING" {
+		t.Fatalf("first event %v: no output yet, no output_spec", raw[0])
+	}
+	if d := data(t, evs[1]); d.Status != "ACTIVE" || d.OutputSpec == nil || *d.OutputSpec != (status.Output{APIEndpoint: "https://api.out.example.com:6443"}) {
+		t.Fatalf("second event %+v", raw[1])
+	}
+	spec, _ := raw[2]["output_spec"].(map[string]any)
+	if len(spec) != 2 || spec["api_endpoint"] != out.APIEndpoint || spec["console_url"] != out.ConsoleURL || raw[2]["message"] != "Cluster is ready" {
+		t.Fatalf("third event %v: want both endpoints and nothing else in output_spec", raw[2])
+	}
 }

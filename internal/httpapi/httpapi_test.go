@@ -100,7 +100,7 @@ func checkAnswer(t *testing.T, rec *httptest.ResponseRecorder, what string) {
 
 // FuzzAPI drives the create decoder (body and ?id=) and the list paging parameters with arbitrary bytes.
 func FuzzAPI(f *testing.F) {
-	for _, name := range []string{"dcm-kubevirt.json", "design-kubevirt.json", "design-baremetal.json"} {
+	for _, name := range []string{"dcm-kubevirt.json", "agent-kubevirt.json", "design-kubevirt.json", "design-baremetal.json"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "api", "v1alpha1", "examples", name))
 		if err != nil {
 			f.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
@@ -63,6 +64,9 @@ func writeProblemType(w http.ResponseWriter, r *http.Request, status int, typ, d
 	if typ != "" {
 		kind[0] = typ
 	}
+	if uris, _ := r.Context().Value(problemURIsKey{}).(bool); uris {
+		kind[0] = ProblemTypeURI(kind[0])
+	}
 	code := int32(status)
 	p := api.Problem{Type: kind[0], Title: kind[1], Status: &code, Instance: &r.URL.Path}
 	if detail != "" {
@@ -111,3 +115,25 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func jsonEncode(w http.ResponseWriter, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// ProblemTypeBase is where DCM's RFC 9457 problem types live.
+const ProblemTypeBase = "https://dcm-project.github.io/problems/"
+
+// ProblemTypeURI is the RFC 9457 type URI of a problem code, as DCM's APIs write it: the code in lower case with
+// hyphens (INVALID_ARGUMENT → https://dcm-project.github.io/problems/invalid-argument).
+func ProblemTypeURI(code string) string {
+	return ProblemTypeBase + strings.ReplaceAll(strings.ToLower(code), "_", "-")
+}
+
+type problemURIsKey struct{}
+
+// problemTypes makes every problem document of the request carry type URIs instead of codes (Options.ProblemTypeURIs).
+// It runs first, so the problems of every later middleware and handler follow it.
+func (s *Server) problemTypes(next http.Handler) http.Handler {
+	if !s.problemURIs {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), problemURIsKey{}, true)))
+	})
+}

@@ -44,7 +44,7 @@ func (s *Server) Handler(reg *prometheus.Registry) (http.Handler, error) {
 	metrics := newHTTPMetrics(reg)
 
 	r := chi.NewRouter()
-	r.Use(s.recoverer, metrics.middleware, s.authenticate, wellFormedQuery, limitBody)
+	r.Use(s.problemTypes, s.recoverer, metrics.middleware, s.authenticate, wellFormedQuery, limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path), nil)
 	})

@@ -28,10 +28,12 @@ type Health interface {
 
 // Clusters is the domain service the API calls (provision.Service).
 type Clusters interface {
-	Create(ctx context.Context, id string, body []byte) (c *clusters.Cluster, created bool, err error)
+	// Create provisions a cluster; id is ?id= and key the Idempotency-Key ("" when absent).
+	Create(ctx context.Context, id, key string, body []byte) (c *clusters.Cluster, created bool, err error)
 	Get(ctx context.Context, id string) (*clusters.Cluster, error)
 	List(ctx context.Context, pageSize *int, pageToken string) ([]clusters.Cluster, string, error)
-	Delete(ctx context.Context, id string) error
+	// Delete starts deleting a cluster; key is the Idempotency-Key ("" when absent).
+	Delete(ctx context.Context, id, key string) error
 	// Update applies a merge patch of {"spec": …} (day-2); ifMatch is the If-Match header ("" when absent).
 	Update(ctx context.Context, id string, body []byte, ifMatch string) (*clusters.Cluster, error)
 	// Kubeconfig reads the admin kubeconfig of a cluster Get returned.
@@ -47,6 +49,8 @@ type Server struct {
 	audits *slog.Logger // one line per kubeconfig disclosure, create and delete
 	// requestTimeout is every API request's deadline (hub calls included).
 	requestTimeout time.Duration
+	// problemURIs: problem documents carry RFC 9457 type URIs instead of codes.
+	problemURIs bool
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -55,6 +59,9 @@ var _ apigen.StrictServerInterface = (*Server)(nil)
 type Options struct {
 	Log            *slog.Logger
 	RequestTimeout time.Duration // default 20s
+	// ProblemTypeURIs makes problem documents carry RFC 9457 type URIs (https://dcm-project.github.io/problems/…)
+	// instead of codes (configuration problemTypes).
+	ProblemTypeURIs bool
 }
 
 // NewServer returns the API server.
@@ -66,11 +73,15 @@ func NewServer(svc Clusters, health Health, guard Guard, o Options) *Server {
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 20 * time.Second
 	}
-	return &Server{svc: svc, health: health, guard: guard, log: log, audits: log.With("log", "audit"), requestTimeout: o.RequestTimeout}
+	return &Server{svc: svc, health: health, guard: guard, log: log, audits: log.With("log", "audit"), requestTimeout: o.RequestTimeout,
+		problemURIs: o.ProblemTypeURIs}
 }
 
 // RequestTimeout is every API request's deadline.
 func (s *Server) RequestTimeout() time.Duration { return s.requestTimeout }
+
+// ProblemTypeURIs reports whether problem documents carry RFC 9457 type URIs.
+func (s *Server) ProblemTypeURIs() bool { return s.problemURIs }
 
 type requestKey struct{}
 
@@ -90,20 +101,37 @@ func (s *Server) CreateCluster(ctx context.Context, req apigen.CreateClusterRequ
 	if req.Body != nil {
 		body = *req.Body
 	}
-	c, created, err := s.svc.Create(ctx, id, body)
+	key := deref(req.Params.IdempotencyKey)
+	c, created, err := s.svc.Create(ctx, id, key, body)
 	if err != nil {
-		s.audit(ctx, "create", id, "result", "refused", "reason", clusters.KindOf(err).String())
+		s.audit(ctx, "create", id, keyed(key, "result", "refused", "reason", clusters.KindOf(err).String())...)
 		return nil, err
 	}
-	s.audit(ctx, "create", c.ID, "result", map[bool]string{true: "created", false: "replayed"}[created])
+	s.audit(ctx, "create", c.ID, keyed(key, "result", map[bool]string{true: "created", false: "replayed"}[created])...)
 	out, disclosed, err := s.withKubeconfig(ctx, c)
 	if err != nil {
 		return nil, err
 	}
+	location := "/api/v1alpha1/" + c.Path()
 	if created {
-		return noStore[apigen.CreateCluster201JSONResponse]{apigen.CreateCluster201JSONResponse(out), disclosed}, nil
+		return noStore[apigen.CreateCluster201JSONResponse]{apigen.CreateCluster201JSONResponse{Body: out, Headers: apigen.CreateCluster201ResponseHeaders{Location: location}}, disclosed}, nil
 	}
-	return noStore[apigen.CreateCluster200JSONResponse]{apigen.CreateCluster200JSONResponse(out), disclosed}, nil
+	return noStore[apigen.CreateCluster200JSONResponse]{apigen.CreateCluster200JSONResponse{Body: out, Headers: apigen.CreateCluster200ResponseHeaders{Location: location}}, disclosed}, nil
+}
+
+// keyed prepends a request's Idempotency-Key to audit attributes (when it has one).
+func keyed(key string, attrs ...any) []any {
+	if key == "" {
+		return attrs
+	}
+	return append([]any{"idempotencyKey", key}, attrs...)
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // ListClusters handles GET /api/v1alpha1/clusters.
@@ -243,11 +271,12 @@ func (s *Server) UpdateCluster(ctx context.Context, req apigen.UpdateClusterRequ
 
 // DeleteCluster handles DELETE /api/v1alpha1/clusters/{clusterId}.
 func (s *Server) DeleteCluster(ctx context.Context, req apigen.DeleteClusterRequestObject) (apigen.DeleteClusterResponseObject, error) {
-	if err := s.svc.Delete(ctx, req.ClusterId); err != nil {
-		s.audit(ctx, "delete", req.ClusterId, "result", "refused", "reason", clusters.KindOf(err).String())
+	key := deref(req.Params.IdempotencyKey)
+	if err := s.svc.Delete(ctx, req.ClusterId, key); err != nil {
+		s.audit(ctx, "delete", req.ClusterId, keyed(key, "result", "refused", "reason", clusters.KindOf(err).String())...)
 		return nil, err
 	}
-	s.audit(ctx, "delete", req.ClusterId, "result", "accepted")
+	s.audit(ctx, "delete", req.ClusterId, keyed(key, "result", "accepted")...)
 	return apigen.DeleteCluster204Response{}, nil
 }
 

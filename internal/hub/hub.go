@@ -109,6 +109,8 @@ type Discovery struct {
 	At     time.Time
 	Err    error        // the hub's API server could not be reached
 	Served map[API]bool // which APIs are served
+	// Reached is when a discovery last succeeded (zero: never): how current the SP's view of the hub is.
+	Reached time.Time
 }
 
 // Hub is the SP's connection to the hub.
@@ -342,6 +344,7 @@ func (h *Hub) Start(ctx context.Context) {
 // Discover checks which APIs the hub serves and starts the informers of newly served ones.
 func (h *Hub) Discover(ctx context.Context) Discovery {
 	d := Discovery{At: time.Now(), Served: map[API]bool{}}
+	d.Reached = d.At
 	for api, resources := range requiredResources {
 		list, err := h.discovery.ServerResourcesForGroupVersion(string(api))
 		if err != nil {
@@ -363,8 +366,8 @@ func (h *Hub) Discover(ctx context.Context) Discovery {
 	if d.Err != nil {
 		// Keep what was known: an unreachable hub says nothing about which APIs exist.
 		h.mu.Lock()
-		prev := h.last.Served
-		h.last = Discovery{At: d.At, Err: d.Err, Served: prev}
+		prev := h.last
+		h.last = Discovery{At: d.At, Err: d.Err, Served: prev.Served, Reached: prev.Reached}
 		h.mu.Unlock()
 		return h.LastDiscovery()
 	}
@@ -395,7 +398,7 @@ func (h *Hub) LastDiscovery() Discovery {
 	for k, v := range h.last.Served {
 		served[k] = v
 	}
-	return Discovery{At: h.last.At, Err: h.last.Err, Served: served}
+	return Discovery{At: h.last.At, Err: h.last.Err, Served: served, Reached: h.last.Reached}
 }
 
 // informerSpec is one cache informer and what feeds the index from it.

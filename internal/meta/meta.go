@@ -23,6 +23,23 @@ const (
 	AnnotationOpenShiftVersion = "dcm-openshift-version"
 	// AnnotationReservedAt records on an Agent when the SP reserved it (RFC 3339), for orphan clean-up.
 	AnnotationReservedAt = "dcm-reserved-at"
+	// AnnotationIdempotencyKey holds the Idempotency-Key of the create that made the cluster (the instance id of a
+	// create without ?id= is derived from it).
+	AnnotationIdempotencyKey = "dcm-idempotency-key"
+)
+
+// The deletion record (tombstone) of an instance: a ConfigMap that outlives its HostedCluster for a bounded time,
+// so that a replayed keyed DELETE is answered as the first one was (docs/dcm.md).
+const (
+	// LabelTombstone marks the tombstones (value "true"); they carry the provider label but no instance-id label:
+	// they are no object of the instance.
+	LabelTombstone = "dcm-tombstone"
+	// AnnotationTombstoneOf is the deleted instance's id.
+	AnnotationTombstoneOf = "dcm-tombstone-of"
+	// AnnotationDeleteKeys holds the Idempotency-Keys of the DELETEs answered 204 (a JSON array, newest last).
+	AnnotationDeleteKeys = "dcm-delete-keys"
+	// AnnotationExpiresAt is when the tombstone stops answering replays and is removed (RFC 3339).
+	AnnotationExpiresAt = "dcm-expires-at"
 )
 
 // HyperShift names the SP writes or reads.

@@ -339,6 +339,7 @@ func (s *Service) SweepOrphans(ctx context.Context, known func(id string) bool, 
 	}
 	s.sweepAgents(ctx, known, now, grace)
 	s.sweepLocks(ctx, known, now, grace)
+	s.sweepTombstones(ctx, now)
 }
 
 // parallel runs the steps concurrently and returns the error of the first step (in argument order) that failed.

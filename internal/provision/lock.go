@@ -56,9 +56,9 @@ func (s *Service) lockInstance(ctx context.Context, id string, spec *clusters.Sp
 		}
 		if !stale || attempt >= 3 {
 			if len(got.OwnerReferences) == 0 {
-				return clusters.Conflict("instance %s is being created with a different spec", id)
+				return differentSpec("instance %s is being created with a different spec", id)
 			}
-			return clusters.Conflict("instance %s exists with a different spec", id)
+			return differentSpec("instance %s exists with a different spec", id)
 		}
 		if err := s.deleteCreated(ctx, &got); err != nil {
 			return clusters.Internal(err, "removing the stale lock of instance %s", id)

@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,6 +61,12 @@ type Config struct {
 	CacheWait time.Duration
 	// OperationTimeoutKubeVirt and OperationTimeoutBareMetal bound a day-2 operation (defaults 90m and 180m).
 	OperationTimeoutKubeVirt, OperationTimeoutBareMetal time.Duration
+	// Vocabulary is the status words reported (GET, LIST and the status events); Observed says whether the SP's
+	// view of the hub is current (nil: always).
+	Vocabulary status.Vocabulary
+	Observed   func() status.Observation
+	// DeleteKeyRetention is how long a keyed DELETE is remembered after it was answered (default 24h).
+	DeleteKeyRetention time.Duration
 }
 
 // Service implements the cluster operations.
@@ -92,6 +97,9 @@ func New(h *hub.Hub, cfg Config, log *slog.Logger) *Service {
 	}
 	if cfg.OperationTimeoutBareMetal == 0 {
 		cfg.OperationTimeoutBareMetal = 180 * time.Minute
+	}
+	if cfg.DeleteKeyRetention == 0 {
+		cfg.DeleteKeyRetention = 24 * time.Hour
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -135,6 +143,7 @@ func (s *Service) Get(_ context.Context, id string) (*clusters.Cluster, error) {
 	}
 	now := s.now()
 	if c, ok := s.views.get(id, now); ok {
+		s.present(&c)
 		return &c, nil
 	}
 	since := s.views.sequence()
@@ -146,6 +155,7 @@ func (s *Service) Get(_ context.Context, id string) (*clusters.Cluster, error) {
 	if c.Status == status.Ready && !c.HasKubeconfig() {
 		s.log.Warn("cluster READY but its admin kubeconfig Secret is not in the cache yet", "id", id)
 	}
+	s.present(&c)
 	return &c, nil
 }
 
@@ -196,6 +206,7 @@ func (s *Service) List(_ context.Context, pageSize *int, pageToken string) ([]cl
 		} else {
 			out[i] = s.build(v, now, since)
 		}
+		s.present(&out[i])
 	}
 	next := ""
 	if more && len(views) > 0 {
@@ -205,28 +216,14 @@ func (s *Service) List(_ context.Context, pageSize *int, pageToken string) ([]cl
 	return out, next, nil
 }
 
-// Create provisions a cluster. created is false for an idempotent replay (same id, same spec).
+// create provisions a cluster (Create checked the request). created is false for an idempotent replay (same id,
+// same spec); key is the request's Idempotency-Key ("" when none), recorded on the HostedCluster.
 //
 // Order: everything that can refuse the request is checked first (spec, platform, names, version, Agent supply);
 // then the HostedCluster is created with the stored spec — from then on the cluster exists and the reconciler
 // will converge it even if this request dies — and the rest is converged eagerly. A failure of this request rolls
 // back exactly what it created or changed.
-func (s *Service) Create(ctx context.Context, id string, body []byte) (c *clusters.Cluster, created bool, err error) {
-	if id == "" {
-		id = uuid.NewString()
-	} else if err := clusters.CheckID(id); err != nil {
-		return nil, false, err
-	}
-	spec, err := clusters.ParseSpec(body, s.cfg.Spec)
-	if err != nil {
-		return nil, false, err
-	}
-	if err := s.ready(); err != nil {
-		return nil, false, err
-	}
-	if !slices.Contains(s.cfg.Platforms(), string(spec.Platform)) {
-		return nil, false, clusters.Unprocessable("platform %q is not available on this provider (supported: %s)", spec.Platform, strings.Join(orNone(s.cfg.Platforms()), ", "))
-	}
+func (s *Service) create(ctx context.Context, id, key string, spec *clusters.Spec) (c *clusters.Cluster, created bool, err error) {
 	unlock := s.locks.lock("id/"+id, "name/"+spec.Name)
 	defer unlock()
 
@@ -261,6 +258,9 @@ func (s *Service) Create(ctx context.Context, id string, body []byte) (c *cluste
 	}
 	in.HostingClusterName = s.hostingClusterName(ctx)
 	objs := render.Render(in)
+	if key != "" {
+		objs.HostedCluster.Annotations[meta.AnnotationIdempotencyKey] = key
+	}
 
 	ch := &changes{}
 	if err := s.lockInstance(ctx, id, spec, ch); err != nil {
@@ -307,7 +307,7 @@ func (s *Service) replay(v hub.View, spec *clusters.Spec) (*clusters.Cluster, er
 		return nil, clusters.Conflict("instance %s is being deleted", v.ID)
 	}
 	if v.HostedCluster.Annotations[meta.AnnotationSpec] != spec.JSON {
-		return nil, clusters.Conflict("instance %s exists with a different spec", v.ID)
+		return nil, differentSpec("instance %s exists with a different spec", v.ID)
 	}
 	c := clusters.BuildCluster(v, s.now(), s.viewSettings())
 	return &c, nil
@@ -712,8 +712,14 @@ func (s *Service) waitCache(ctx context.Context, cond func() bool) bool {
 
 // Delete starts deleting a cluster: the ManagedCluster and KlusterletAddonConfig first, then the HostedCluster
 // with the cloud-resource clean-up annotation; the operator removes the NodePools, the garbage collector the
-// Secrets. The reconciler finishes the rest once the HostedCluster is gone.
-func (s *Service) Delete(ctx context.Context, id string) error {
+// Secrets. The reconciler finishes the rest once the HostedCluster is gone. key is the request's Idempotency-Key
+// ("" when none): a keyed DELETE is remembered, and its replay answered, after the cluster is gone (tombstone.go).
+func (s *Service) Delete(ctx context.Context, id, key string) error {
+	if key != "" {
+		if err := clusters.CheckIdempotencyKey(key); err != nil {
+			return err
+		}
+	}
 	if err := s.ready(); err != nil {
 		return err
 	}
@@ -730,9 +736,12 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 			return err
 		}
 		if live == nil {
-			return clusters.NotFound("cluster %s not found", id)
+			return s.deletedBefore(ctx, id, key)
 		}
 		hc = live
+	}
+	if err := s.rememberDelete(ctx, hc, id, key); err != nil {
+		return err
 	}
 	if hc.DeletionTimestamp != nil {
 		return nil // already being deleted: 204 again

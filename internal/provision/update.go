@@ -29,6 +29,15 @@ import (
 // operation record are written to the HostedCluster in one conditional update, before anything else changes. The
 // leader's reconciler carries the operation out (Converge → operate), so it survives this process.
 func (s *Service) Update(ctx context.Context, id string, body []byte, ifMatch string) (*clusters.Cluster, error) {
+	c, err := s.update(ctx, id, body, ifMatch)
+	if err != nil {
+		return nil, err
+	}
+	s.present(c)
+	return c, nil
+}
+
+func (s *Service) update(ctx context.Context, id string, body []byte, ifMatch string) (*clusters.Cluster, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}

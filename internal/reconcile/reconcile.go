@@ -51,12 +51,15 @@ type Provisioner interface {
 	// Now is the clock statuses are evaluated with; StatusSettings the status function's settings.
 	Now() time.Time
 	StatusSettings() status.Settings
+	// Report puts a status decision into the reported vocabulary, with what the cluster produced (the same words
+	// GET and LIST answer).
+	Report(v hub.View, r status.Result) status.Report
 }
 
 // Reporter receives every cluster's status as the Reconciler evaluates it (the CloudEvents publisher).
 type Reporter interface {
 	// Report hands over the current status of an instance; the reporter publishes it when it changed.
-	Report(id string, st status.Status, message string)
+	Report(id string, r status.Report)
 	// Delivered reports whether the bus has acknowledged this status for the instance.
 	Delivered(id string, st status.Status) bool
 	// Resync makes the next reports be published again even if unchanged (periodic full re-publish).
@@ -120,6 +123,13 @@ func New(index Index, prov Provisioner, reporter Reporter, opts Options) *Reconc
 
 // ResyncPeriod is how often every cluster is re-evaluated.
 func (r *Reconciler) ResyncPeriod() time.Duration { return r.opts.ResyncPeriod }
+
+// EnqueueAll schedules every known instance (the hub's observability changed: every status may read differently).
+func (r *Reconciler) EnqueueAll() {
+	for _, id := range r.index.IDs() {
+		r.Enqueue(id)
+	}
+}
 
 // Enqueue schedules an instance for reconciliation (a no-op while not running: the next Start resyncs).
 func (r *Reconciler) Enqueue(id string) {
@@ -268,10 +278,11 @@ func (r *Reconciler) reconcile(ctx context.Context, id string) (time.Duration, e
 			return 0, nil // gone: the index's delete event finishes it
 		}
 		hc = live.HostedCluster
+		v.HostedCluster, v.NodePools = live.HostedCluster, live.NodePools
 		res = status.Map(hc, live.NodePools, now, r.prov.StatusSettings())
 	}
 	if r.reporter != nil {
-		r.reporter.Report(id, res.Status, res.Message)
+		r.reporter.Report(id, r.prov.Report(v, res))
 	}
 	if hc.DeletionTimestamp != nil {
 		// Deleted through the API or by an operator with kubectl: the un-ownable objects go now.
@@ -290,7 +301,7 @@ func (r *Reconciler) reconcile(ctx context.Context, id string) (time.Duration, e
 // finishDeletion reports DELETED, removes what cannot be owned and finally lets the HostedCluster go.
 func (r *Reconciler) finishDeletion(ctx context.Context, id string, v hub.View) (time.Duration, error) {
 	if r.reporter != nil {
-		r.reporter.Report(id, status.Deleted, "Cluster deleted")
+		r.reporter.Report(id, status.Report{Status: status.Deleted, Message: "Cluster deleted"}) // DELETED in every vocabulary
 	}
 	name := ""
 	if v.HostedCluster != nil {

@@ -1,6 +1,6 @@
-// Package registration registers the SP with the DCM registry (SPM) and keeps the registration current
-// (docs/dcm.md): POST {registrationURL}/providers through SPM's own Go client, snake_case, with the
-// capabilities (platforms, provisioning types, Kubernetes versions) in metadata.
+// Package registration registers the SP with the DCM registry — SPM, or an Environment Agent, which take the same
+// body — and keeps the registration current (docs/dcm.md): POST {registrationURL}/providers through SPM's own Go
+// client, snake_case, with the capabilities (platforms, provisioning types, Kubernetes versions) in metadata.
 //
 // It never gives up and never blocks the API: network errors and 5xx are retried with exponential backoff and
 // jitter (1 s doubling to 5 min), 4xx answers are logged with the registry's problem detail and retried at the
@@ -228,6 +228,15 @@ func (r *Registrar) Start(ctx context.Context) error {
 type clientError struct {
 	code   int
 	detail string
+	cause  string // what the answer means, when it is recognised (shown on health)
+}
+
+// serviceTypeTaken recognises the answer of an Environment Agent that already has a provider for our service
+// type: it serves one provider per service type and refuses a second with 409, "service type 'cluster' is already
+// served by provider 'x'". SPM never answers it (its 409s are name/id conflicts).
+func serviceTypeTaken(code int, detail string) bool {
+	d := strings.ToLower(detail)
+	return code == http.StatusConflict && strings.Contains(d, "service type") && strings.Contains(d, "already served")
 }
 
 func (e *clientError) Error() string {
@@ -296,6 +305,12 @@ func (r *Registrar) register(ctx context.Context, caps Capabilities) error {
 	detail := problemDetail(resp)
 	if code >= 400 && code < 500 {
 		err := &clientError{code: code, detail: detail}
+		if serviceTypeTaken(code, detail) {
+			err.cause = "service type cluster is taken by another provider"
+			r.log.Error("DCM refused the registration: service type cluster is taken by another provider (an Environment Agent serves one provider per service type; unregister the other one) — retrying every "+r.o.MaxBackoff.String(),
+				"status", code, "detail", detail, "registry", redact.URL(r.o.RegistryURL))
+			return r.failed(err, "rejected")
+		}
 		r.log.Error("DCM registry refused the registration; fix the configuration (registrationURL, providerName, providerID, registrationTokenFile) — retrying every "+r.o.MaxBackoff.String(),
 			"status", code, "detail", detail, "registry", redact.URL(r.o.RegistryURL))
 		return r.failed(err, "rejected")
@@ -308,6 +323,9 @@ func (r *Registrar) failed(err error, kind string) error {
 	shown := redact.Cause(err)
 	if errors.As(err, &ce) {
 		shown = fmt.Sprintf("registry answered %d %s", ce.code, http.StatusText(ce.code))
+		if ce.cause != "" {
+			shown += ": " + ce.cause
+		}
 	} else if kind == "server-error" {
 		shown = "registry answered with a server error"
 	}

@@ -55,6 +55,9 @@ const (
 	FailNPUpgradeStuck  = "np-upgrade-stuck"
 	FailInPlaceFailed   = "inplace-failed"
 	FailScaleNoCapacity = "scale-no-capacity"
+	// FailNodeLost: an installed NodePool loses one node (its Machine's node goes NotReady) until the annotation is
+	// removed; then a replacement machine joins, as a MachineHealthCheck remediation does.
+	FailNodeLost = "node-lost"
 )
 
 // latestSupportedMinor is the simulated operator's newest OpenShift minor (the seeded supported-versions).
@@ -217,6 +220,17 @@ func templateOf(np *hyperv1.NodePool) string {
 	return strings.Join(parts, ",")
 }
 
+// loseNode reports one of want nodes NotReady: one machine fewer available, and the conditions HyperShift
+// aggregates from its Machines (hypershift-operator/controllers/nodepool/conditions.go, setAllNodesHealthyCondition;
+// the reason is Cluster API's NodeConditionsFailedReason).
+func loseNode(np *hyperv1.NodePool, st *hyperv1.NodePoolStatus, want int32, set func(t string, s corev1.ConditionStatus, reason, msg string)) {
+	st.Replicas = want - 1
+	machine := fmt.Sprintf("Machine %s-lost: NodeConditionsFailed: Node condition Ready is False\n", np.Name)
+	set(hyperv1.NodePoolReadyConditionType, corev1.ConditionFalse, "WaitingForAvailableMachines", fmt.Sprintf("Minimum availability requires %d replicas, current %d available", want, want-1))
+	set(hyperv1.NodePoolAllMachinesReadyConditionType, corev1.ConditionFalse, "NodeConditionsFailed", fmt.Sprintf("1 of %d machines are not ready\n%s", want, machine))
+	set(hyperv1.NodePoolAllNodesHealthyConditionType, corev1.ConditionFalse, "NodeConditionsFailed", fmt.Sprintf("1 of %d machines are not healthy\n%s", want, machine))
+}
+
 // npDay2 plays the rollouts and scaling of an installed NodePool over the install's status st. It returns the
 // transition annotation to write ("" unchanged, "-" removed) and the template annotation ("" unchanged).
 func npDay2(np *hyperv1.NodePool, hcStatus *hyperv1.HostedClusterStatus, st *hyperv1.NodePoolStatus, tl Timeline, now time.Time, mode string, agentsShort bool, schedule func(time.Time)) (transition, template string) {
@@ -243,17 +257,21 @@ func npDay2(np *hyperv1.NodePool, hcStatus *hyperv1.HostedClusterStatus, st *hyp
 	}
 	replace := np.Spec.Management.UpgradeType != hyperv1.UpgradeTypeInPlace
 	// what the operator should be doing now
+	lost := mode == FailNodeLost && want > 0
 	var kind, to string
 	switch {
 	case target != "" && target != np.Status.Version:
 		kind, to = "version", target
 	case tmpl != applied:
 		kind, to = "template", tmpl
-	case want != np.Status.Replicas || (tr != nil && tr.Kind == "scale"):
+	case want != np.Status.Replicas && !lost || (tr != nil && tr.Kind == "scale"):
 		kind, to = "scale", fmt.Sprint(want)
 	}
 	st.Version = np.Status.Version // only a finished rollout changes it
 	st.Replicas = np.Status.Replicas
+	if kind == "" && lost {
+		loseNode(np, st, want, set)
+	}
 	if kind == "" {
 		if tr != nil {
 			return "-", template

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
+	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
 
 const img418 = "quay.io/openshift-release-dev/ocp-release:4.18.22-multi"
@@ -211,5 +212,32 @@ func TestAutoscaling(t *testing.T) {
 	if c := npCond(w.nps[0], hyperv1.NodePoolAutoscalingEnabledConditionType); !strings.HasPrefix(c, "True") || w.nps[0].Status.Replicas != 3 ||
 		!strings.HasPrefix(npCond(w.nps[0], hyperv1.NodePoolReadyConditionType), "True") {
 		t.Fatalf("AutoscalingEnabled %q, replicas %d, Ready %q", c, w.nps[0].Status.Replicas, npCond(w.nps[0], hyperv1.NodePoolReadyConditionType))
+	}
+}
+
+// node-lost: an installed pool has one node NotReady — one replica fewer, Ready=False, the Machines' aggregated
+// NodeConditionsFailed — for as long as the mode is set (the operator does not heal it by itself); then a
+// replacement joins and the pool is Ready again. Through the status function: a running cluster short of a worker
+// (PROVISIONING, WhyWorkersShort), then READY.
+func TestNodeLost(t *testing.T) {
+	w, now := installed(t, "kubevirt-full", "")
+	w.hc.Annotations[AnnotationFail] = FailNodeLost
+	now = w.walk(now, tl.ReadyAfter, nil)
+	np := w.nps[0]
+	if np.Status.Replicas != 2 || !strings.HasPrefix(npCond(np, hyperv1.NodePoolReadyConditionType), "False WaitingForAvailableMachines Minimum availability requires 3 replicas, current 2 available") ||
+		!strings.HasPrefix(npCond(np, hyperv1.NodePoolAllNodesHealthyConditionType), "False NodeConditionsFailed 1 of 3 machines are not healthy") {
+		t.Fatalf("node lost: replicas %d, %v", np.Status.Replicas, np.Status.Conditions)
+	}
+	r := status.Map(w.hc, w.nps, now, status.DefaultSettings())
+	if r.Status != status.Provisioning || r.Why != status.WhyWorkersShort || !strings.Contains(r.Message, "workers 2/3 ready (1 of 3 machines are not") {
+		t.Fatalf("status with a node lost: %+v", r)
+	}
+	delete(w.hc.Annotations, AnnotationFail)
+	now = w.walk(now, tl.ReadyAfter/2, nil)
+	if np := w.nps[0]; np.Status.Replicas != 3 || !strings.HasPrefix(npCond(np, hyperv1.NodePoolReadyConditionType), "True") {
+		t.Fatalf("not healed: %d %s", np.Status.Replicas, npCond(np, hyperv1.NodePoolReadyConditionType))
+	}
+	if r := status.Map(w.hc, w.nps, now, status.DefaultSettings()); r.Status != status.Ready {
+		t.Fatalf("status after the replacement joined: %+v", r)
 	}
 }

@@ -32,6 +32,8 @@
 //	np-upgrade-stuck         NodePool rollouts never replace a node
 //	inplace-failed           an InPlace (Agent) NodePool upgrade ends with UpdatingVersion=False InplaceUpgradeFailed
 //	scale-no-capacity        a scale-up never gets its machines (MachineCreationFailed)
+//	node-lost                an installed NodePool has one node NotReady (NodeConditionsFailed) until the annotation
+//	                         goes; then a replacement joins
 //
 // Day-2 (upgrades, rollouts, scaling of an installed cluster) is stepped per transition: see day2.go.
 package simulator

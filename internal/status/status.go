@@ -71,6 +71,9 @@ type Result struct {
 	// recreated) but also what a cache shows when its NodePools vanished before its HostedCluster's deletion
 	// arrived (separate informers): a cached reader confirms it against the API server before reporting it.
 	SteppedBack bool
+	// Why tells the causes of one status apart (vocabulary.go): which FAILED is terminal, which PROVISIONING is a
+	// running cluster short of workers.
+	Why Why
 }
 
 // Map computes the status of one cluster. hc == nil means the HostedCluster of a known instance is gone
@@ -133,8 +136,13 @@ func (e *evaluation) decide() Result {
 	if dt := e.hc.DeletionTimestamp; dt != nil {
 		return e.deleting(dt.Time)
 	}
+	everCompleted := e.everCompleted()
 	if msg, failed := e.hardFailure(); failed {
-		return Result{Status: Failed, Message: msg}
+		why := WhyConfiguration
+		if everCompleted {
+			why = WhyConfigurationLater
+		}
+		return Result{Status: Failed, Message: msg, Why: why}
 	}
 	if r, ok := e.operation(); ok {
 		return r
@@ -142,16 +150,15 @@ func (e *evaluation) decide() Result {
 	if d, ok := e.conds.get(string(hyperv1.HostedClusterDegraded)); ok && d.Status == metav1.ConditionTrue {
 		since := e.notFuture(d.LastTransitionTime.Time)
 		if e.now.Sub(since) > e.s.DegradedGracePeriod {
-			return Result{Status: Failed, Message: fmt.Sprintf("Degraded for more than %s: %s", human(e.s.DegradedGracePeriod), d.Message)}
+			return Result{Status: Failed, Message: fmt.Sprintf("Degraded for more than %s: %s", human(e.s.DegradedGracePeriod), d.Message), Why: WhyDegradedTooLong}
 		}
 		e.recheckAt(since.Add(e.s.DegradedGracePeriod))
 	}
-	everCompleted := e.everCompleted()
 	if !everCompleted {
 		timeout := e.provisioningTimeout()
 		created := e.notFuture(e.hc.CreationTimestamp.Time)
 		if e.now.Sub(created) > timeout {
-			return Result{Status: Failed, Message: fmt.Sprintf("Not ready after %s: %s", human(timeout), e.progressMessage())}
+			return Result{Status: Failed, Message: fmt.Sprintf("Not ready after %s: %s", human(timeout), e.progressMessage()), Why: WhyTimeout}
 		}
 		e.recheckAt(created.Add(timeout))
 	}
@@ -163,7 +170,11 @@ func (e *evaluation) decide() Result {
 		return Result{Status: Unavailable, Message: "Control plane unavailable: " + orDefault(e.msg(string(hyperv1.HostedClusterAvailable)), "Available is not True")}
 	}
 	if e.hcpStarted() {
-		return Result{Status: Provisioning, Message: e.annotate(e.progressMessage())}
+		r := Result{Status: Provisioning, Message: e.annotate(e.progressMessage())}
+		if everCompleted && available && e.rolloutCompleted() {
+			r.Why = WhyWorkersShort // only the workers are missing: nodePoolsReady is false
+		}
+		return r
 	}
 	return Result{Status: Pending, Message: e.annotate(e.pendingMessage())}
 }
@@ -178,12 +189,12 @@ func (e *evaluation) operation() (Result, bool) {
 	case rec == nil || rec.Phase == operation.PhaseDone:
 		return Result{}, false
 	case rec.Phase == operation.PhaseFailed:
-		return Result{Status: Failed, Message: orDefault(rec.Message, "the "+string(rec.Kind)+" failed")}, true
+		return Result{Status: Failed, Message: orDefault(rec.Message, "the "+string(rec.Kind)+" failed"), Why: WhyOperation}, true
 	}
 	// The status does not know the desired NodePool spec: a rollout is reported until the reconciler records done.
 	v := operation.Next(rec, e.hc, e.nodePools, func(*hyperv1.NodePool) bool { return false }, e.now)
 	if v.Phase == operation.PhaseFailed {
-		return Result{Status: Failed, Message: v.Message}, true
+		return Result{Status: Failed, Message: v.Message, Why: WhyOperation}, true
 	}
 	e.recheckAt(v.RecheckAt)
 	if c, ok := e.conds.get(string(hyperv1.HostedClusterAvailable)); ok && c.Status != metav1.ConditionTrue {

@@ -105,20 +105,23 @@ func np(spec, ready int32, readyCond corev1.ConditionStatus, reason string) *hyp
 func np0() *hyperv1.NodePool { return np(3, 0, corev1.ConditionFalse, "WaitingForAvailableMachines") }
 func np3() *hyperv1.NodePool { return np(3, 3, corev1.ConditionTrue, "AsExpected") }
 
-func TestMap(t *testing.T) {
-	s := DefaultSettings()
-	cases := []struct {
-		num        int
-		hc         *hcBuilder
-		nps        []*hyperv1.NodePool
-		want       Status
-		msgHas     string
-		msgPrefix  string
-		cpAvail    bool
-		wantReady  int32
-		wantTotal  int32
-		checkNodes bool
-	}{
+// mapCase is one row of the status table of docs/status-mapping.md.
+type mapCase struct {
+	num        int
+	hc         *hcBuilder
+	nps        []*hyperv1.NodePool
+	want       Status
+	msgHas     string
+	msgPrefix  string
+	cpAvail    bool
+	wantReady  int32
+	wantTotal  int32
+	checkNodes bool
+}
+
+// mapCases are the table's rows (cases 1–30 of docs/status-mapping.md).
+func mapCases() []mapCase {
+	return []mapCase{
 		{num: 1, hc: newHC(5 * time.Second), want: Pending, msgHas: "Waiting for the hosted control plane"},
 		{num: 2, hc: newHC(20 * time.Second).c0(), nps: []*hyperv1.NodePool{np(3, 0, "", "")}, want: Pending},
 		{num: 3, hc: newHC(2*time.Minute).c0().cond("Degraded", "True", "UnavailableReplicas", "kube-apiserver deployment has 3 unavailable replicas", time.Minute).cond("InfrastructureReady", "True", "AsExpected", "", 0), nps: []*hyperv1.NodePool{np0()}, want: Provisioning, msgHas: "Control plane starting"},
@@ -154,6 +157,11 @@ func TestMap(t *testing.T) {
 		{num: 29, hc: newHC(3*time.Hour).done().cond("Available", "False", "KASLoadBalancerNotReachable", "", 0).cond("Degraded", "True", "UnavailableReplicas", "", 20*time.Minute), nps: []*hyperv1.NodePool{np3()}, want: Failed, msgPrefix: "Degraded for more than 15m"},
 		{num: 30, hc: newHC(50*time.Minute).c0().cond("ValidReleaseImage", "False", "SecretNotFound", "", 0), want: Failed, msgPrefix: "Not ready after 45m: Pull secret not found"},
 	}
+}
+
+func TestMap(t *testing.T) {
+	s := DefaultSettings()
+	cases := mapCases()
 	for _, tc := range cases {
 		var hc *hyperv1.HostedCluster
 		if tc.hc != nil {

@@ -50,10 +50,11 @@ type Matrix struct {
 	toOCP map[Minor]Minor
 }
 
-// builtIn is HyperShift's table for the minors the product supports out of the box: OCP 4.14…4.20 → K8s 1.27…1.33.
+// builtIn is HyperShift's table for the minors the product supports out of the box: OCP 4.14…4.21 → K8s 1.27…1.34
+// (4.19, 4.20 and 4.21 are Kubernetes 1.32, 1.33 and 1.34, as DCM's own code maps them).
 func builtIn() map[Minor]Minor {
 	m := map[Minor]Minor{}
-	for i := 0; i <= 6; i++ {
+	for i := 0; i <= 7; i++ {
 		m[Minor{4, 14 + i}] = Minor{1, 27 + i}
 	}
 	return m

@@ -43,7 +43,8 @@ func hubSets() []ImageSet {
 		img("4.15.2", "multi"), img("4.15.20", "x86_64"),
 		img("4.18.0-rc.2", "multi"), // pre-release: never chosen
 		img("4.16.4", "aarch64"),    // wrong architecture for amd64 workers
-		img("4.21.1", "multi"),      // not in the built-in matrix
+		img("4.21.2", "multi"),      // the newest built-in minor (Kubernetes 1.34)
+		img("4.22.1", "multi"),      // not in the built-in matrix
 		img("4.19.5", "s390x"),      // wrong architecture
 		{Name: "broken", ReleaseImage: "quay.io/x/y:nope"},
 	}
@@ -71,8 +72,10 @@ func TestResolve(t *testing.T) {
 		{req: "4.17.4", wantErr: ErrUnsupported, errHas: "available 4.17 patches: 4.17.10, 4.17.9, 4.17.3"},
 		{req: "4.18", wantErr: ErrUnsupported, errHas: "no ClusterImageSet for OpenShift 4.18"},
 		{req: "1.31", wantErr: ErrUnsupported, errHas: "no ClusterImageSet for Kubernetes 1.31 (OpenShift 4.18)"},
-		{req: "1.35", wantErr: ErrUnsupported, errHas: "supported: 1.28 (OpenShift 4.15), 1.30 (OpenShift 4.17)"},
-		{req: "4.21", wantErr: ErrUnsupported, errHas: "not in the version matrix"},
+		{req: "4.21", wantVer: "4.21.2", wantK8s: "1.34"},
+		{req: "1.34", wantVer: "4.21.2", wantK8s: "1.34"},
+		{req: "1.35", wantErr: ErrUnsupported, errHas: "supported: 1.28 (OpenShift 4.15), 1.30 (OpenShift 4.17), 1.34 (OpenShift 4.21)"},
+		{req: "4.22", wantErr: ErrUnsupported, errHas: "not in the version matrix"},
 		{req: "4.16", wantErr: ErrUnsupported},
 		{req: "latest", wantErr: ErrInvalid},
 		{req: "v1.30", wantErr: ErrInvalid},
@@ -113,7 +116,7 @@ func TestSupportedVersionsFilter(t *testing.T) {
 		t.Fatalf("4.15 resolved despite supported-versions: %v", err)
 	}
 	// Without the ConfigMap (nil) every matrix minor counts.
-	if got := NewCatalog(DefaultMatrix(), hubSets(), nil).KubernetesMinors(); !reflect.DeepEqual(got, []string{"1.28", "1.30"}) {
+	if got := NewCatalog(DefaultMatrix(), hubSets(), nil).KubernetesMinors(); !reflect.DeepEqual(got, []string{"1.28", "1.30", "1.34"}) {
 		t.Fatalf("KubernetesMinors = %v", got)
 	}
 	if got := NewCatalog(DefaultMatrix(), nil, nil).KubernetesMinors(); len(got) != 0 {
@@ -123,26 +126,32 @@ func TestSupportedVersionsFilter(t *testing.T) {
 
 func TestMatrix(t *testing.T) {
 	m := DefaultMatrix()
-	for i := 0; i <= 6; i++ {
+	for i := 0; i <= 7; i++ {
 		k, ok := m.KubernetesFor(Minor{4, 14 + i})
 		if !ok || k != (Minor{1, 27 + i}) {
 			t.Errorf("4.%d → %v, %v", 14+i, k, ok)
 		}
 	}
-	if _, ok := m.KubernetesFor(Minor{4, 21}); ok {
-		t.Error("4.21 must not be built in")
+	// DCM's newer code maps the last three minors the same way.
+	for ocp, k8s := range map[Minor]Minor{{4, 19}: {1, 32}, {4, 20}: {1, 33}, {4, 21}: {1, 34}} {
+		if got, ok := m.KubernetesFor(ocp); !ok || got != k8s {
+			t.Errorf("%s → %v, %v; want %s", ocp, got, ok, k8s)
+		}
+	}
+	if _, ok := m.KubernetesFor(Minor{4, 22}); ok {
+		t.Error("4.22 must not be built in")
 	}
 
-	m2, err := NewMatrix(map[string]string{"4.21": "1.34"})
+	m2, err := NewMatrix(map[string]string{"4.22": "1.35"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, ok := m2.OpenShiftFor(Minor{1, 34}); !ok || o != (Minor{4, 21}) {
+	if o, ok := m2.OpenShiftFor(Minor{1, 35}); !ok || o != (Minor{4, 22}) {
 		t.Fatalf("override not applied: %v %v", o, ok)
 	}
 	cat := NewCatalog(m2, hubSets(), nil)
-	if r, err := cat.Resolve("1.34"); err != nil || r.OpenShiftVersion != "4.21.1" {
-		t.Fatalf("Resolve(1.34) with override = %+v, %v", r, err)
+	if r, err := cat.Resolve("1.35"); err != nil || r.OpenShiftVersion != "4.22.1" {
+		t.Fatalf("Resolve(1.35) with override = %+v, %v", r, err)
 	}
 
 	bad := []struct {
@@ -150,6 +159,7 @@ func TestMatrix(t *testing.T) {
 		errHas string
 	}{
 		{map[string]string{"4.21": "1.33"}, "OpenShift 4.20 and 4.21 both map to Kubernetes 1.33"},
+		{map[string]string{"4.22": "1.34"}, "OpenShift 4.21 and 4.22 both map to Kubernetes 1.34"},
 		{map[string]string{"4.x": "1.34"}, "OpenShift key"},
 		{map[string]string{"4.21": "134"}, "value of 4.21"},
 		{map[string]string{"1.21": "1.34"}, "not an OpenShift version"},

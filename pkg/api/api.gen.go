@@ -78,11 +78,15 @@ func (e ClusterProvisioningType) Valid() bool {
 
 // Defines values for ClusterStatus.
 const (
+	ACTIVE       ClusterStatus = "ACTIVE"
+	DEGRADED     ClusterStatus = "DEGRADED"
 	DELETING     ClusterStatus = "DELETING"
 	FAILED       ClusterStatus = "FAILED"
 	PENDING      ClusterStatus = "PENDING"
+	PROGRESSING  ClusterStatus = "PROGRESSING"
 	PROVISIONING ClusterStatus = "PROVISIONING"
 	READY        ClusterStatus = "READY"
+	RUNNING      ClusterStatus = "RUNNING"
 	UNAVAILABLE  ClusterStatus = "UNAVAILABLE"
 	UPDATING     ClusterStatus = "UPDATING"
 )
@@ -90,15 +94,23 @@ const (
 // Valid indicates whether the value is a known member of the ClusterStatus enum.
 func (e ClusterStatus) Valid() bool {
 	switch e {
+	case ACTIVE:
+		return true
+	case DEGRADED:
+		return true
 	case DELETING:
 		return true
 	case FAILED:
 		return true
 	case PENDING:
 		return true
+	case PROGRESSING:
+		return true
 	case PROVISIONING:
 		return true
 	case READY:
+		return true
+	case RUNNING:
 		return true
 	case UNAVAILABLE:
 		return true
@@ -285,7 +297,7 @@ type Cluster struct {
 	// Spec A ClusterSpec as the service stored it at create (canonical snake_case keys, the effective platform filled in, unknown keys kept, pull_secret removed). POST, GET and LIST return it unchanged.
 	Spec StoredClusterSpec `json:"spec"`
 
-	// Status UPDATING while a day-2 operation runs (a setting reports it as DCM's PROGRESSING in status events).
+	// Status In the words of the configured vocabulary (statusVocabulary, docs/status-mapping.md). seed (default) — PENDING, PROVISIONING, READY, UPDATING (a day-2 operation runs; a setting reports it as PROGRESSING in status events), FAILED, UNAVAILABLE, DELETING. dcm-2026 — PROGRESSING, ACTIVE (or RUNNING, configuration activeStatus), DEGRADED, UNAVAILABLE (the service cannot observe the cluster), FAILED (only a terminal failure), DELETING.
 	Status        ClusterStatus `json:"status"`
 	StatusMessage string        `json:"status_message"`
 	UpdateTime    time.Time     `json:"update_time"`
@@ -303,7 +315,7 @@ type ClusterPlatform string
 // ClusterProvisioningType defines model for Cluster.ProvisioningType.
 type ClusterProvisioningType string
 
-// ClusterStatus UPDATING while a day-2 operation runs (a setting reports it as DCM's PROGRESSING in status events).
+// ClusterStatus In the words of the configured vocabulary (statusVocabulary, docs/status-mapping.md). seed (default) — PENDING, PROVISIONING, READY, UPDATING (a day-2 operation runs; a setting reports it as PROGRESSING in status events), FAILED, UNAVAILABLE, DELETING. dcm-2026 — PROGRESSING, ACTIVE (or RUNNING, configuration activeStatus), DEGRADED, UNAVAILABLE (the service cannot observe the cluster), FAILED (only a terminal failure), DELETING.
 type ClusterStatus string
 
 // ClusterCreateRequest The create body. DCM sends `{"spec": ClusterSpec}`; a flat ClusterSpec (with the design's camelCase keys
@@ -451,7 +463,9 @@ type Problem struct {
 	Instance *string           `json:"instance,omitempty"`
 	Status   *int32            `json:"status,omitempty"`
 	Title    string            `json:"title"`
-	Type     string            `json:"type"`
+
+	// Type A code such as INVALID_ARGUMENT, or with configuration problemTypes uris its RFC 9457 URI, https://dcm-project.github.io/problems/invalid-argument (the code, lower case, with hyphens).
+	Type string `json:"type"`
 }
 
 // ProviderHints defines model for ProviderHints.
@@ -484,6 +498,9 @@ type ClusterIdPath = string
 
 // ClusterIdQuery defines model for ClusterIdQuery.
 type ClusterIdQuery = string
+
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
 
 // BadRequest RFC 7807 problem details.
 type BadRequest = Problem
@@ -538,14 +555,14 @@ type CreateClusterParams struct {
 	// Id The DCM instance id to adopt as the cluster id; a UUID is generated when absent or empty.
 	Id *ClusterIdQuery `form:"id,omitempty" json:"id,omitempty"`
 
-	// IdempotencyKey Accepted and ignored (idempotency is by id and spec).
-	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+	// IdempotencyKey The request's idempotency key (DCM's Environment Agent sends its CloudEvent id), 1 to 256 visible ASCII characters. On create without `?id=` it decides the instance id; on delete it is remembered so that a replay is answered as the first request was. Recorded in the audit log.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // DeleteClusterParams defines parameters for DeleteCluster.
 type DeleteClusterParams struct {
-	// IdempotencyKey Accepted and ignored.
-	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+	// IdempotencyKey The request's idempotency key (DCM's Environment Agent sends its CloudEvent id), 1 to 256 visible ASCII characters. On create without `?id=` it decides the instance id; on delete it is remembered so that a replay is answered as the first request was. Recorded in the audit log.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // UpdateClusterParams defines parameters for UpdateCluster.
@@ -1291,109 +1308,122 @@ func (a WorkerNodes) MarshalJSON() ([]byte, error) {
 // Base64 encoded, gzipped, json marshaled Swagger object
 var swaggerSpec = []string{
 
-	"H4sIAAAAAAAC/+x8+24bOdLvqxR0FhjpTEu2E2d2x8bBQr4kMTZOfGxnBgfjHDfVXZK47iZ7SLYdTWBg",
-	"H+J7hn2wfZIPVWRfJLUtezCb2f2wf9luk2yyWJdf3fpLL9F5oRUqZ3t7X3pzFCka/vX4UszoZ4o2MbJw",
-	"UqveXu9yjnCLxkqtQE/BzRGSrLQOzTcWbIEJCJVCUhqDyoEu0AiaCf3x8dlw59XuYB8sqhSkg4lIbkAq",
-	"OJkOT4VL5qNe1LPJHHNBr3WLAnt7PeuMVLPe/f191CuEETm6sL9D/9qT9Ey4OT2QtL+C/oh6SuQ0O6nG",
-	"9KKewZ9LaTDt7TlTYvtVufj8DtWMVvnuJb3GOTS02P//SQx/2R5+/6kffhl++rIdfbdzXz0f/PkPvWht",
-	"q1Gzt/9boll0U/Ho8BSksk6oBEGm4DSIVBcOhG2TFWS6DwI+fjw5AmlhhopIiinczVGBmFimswHMC7cg",
-	"EjIZfub31nSQae9pB+5vPnH3me+JwLbQyiLfzoFIz/HnEq2jvxKtHCr+VRRFJhNmiq3C6EmG+bd/tUSV",
-	"L60d/sHgtLfX+19bDXtu+f/arTM/y790ma4n6lZkMgWpitLtQ5yiEzKLgcjgqTqVmKXMo/SXKTMc9ejC",
-	"tJpmMvmqmyUmkCndHW2PLteJG1QwWYCAVE6nyDIU+CCigUt8YWGCUs0gxQwdpnyO19pMZJqi+toHSUSW",
-	"+U2J0s1ROXobpjApHe96Xk6+sXB+MD6EVKMFpR2ILNN3/N9aT3TeWWnp+M5rnkl9eU6YGTo+9lsUmVcC",
-	"D5z5eWcNy3Uc1f+n0nwWza1MEAqjb2WKhvdyokiYRPY1b+Cjws8FJkRwNEabffBUtCAMglbZghRta8vf",
-	"WMj0zPKG32v3Wpcq/Zobfq/Blsm8ZmZtwOjSeWE8M5holUoa+1rIDNOvzc2VSQIygg3D5vxs2eZVpo5H",
-	"9kktQvx6fPLu+Oj67Pz48MP7o5PLkw/v4wEf7VLmqMuvrmbm5QRSmXqpU/YODdxJNw88YbyihhRFmkmF",
-	"0E+0mspZGWx3+H/YewQpTkWZOXixDTYcS+t3JI1f+1zVzic6XQB+ThBTCztwKg94Wx/VkjL6ygyeGEzp",
-	"3SKzrLxbf1cqsaULkwQLNwI6FZ9G4S0awGSuvRbMyba34NmPP/44HLdOtw4yxtmdWFiID1AYNPEGeOXJ",
-	"dStkJibZV7/ISpNKTw2DIl1APxHJPNDHLlSCacREK5VBkcxpn1Hb3DAmNfxEG/mLf5DoMvOMP0FI5pjc",
-	"YDrYB4POLEBMSfnQZcTn9GA4pgcxWFZA1mOsmbxFFfipMDpBa782iX7ELBtOtcmDRaXjsNEhHE6bgTka",
-	"hH6RCUfDogqjRzCe0UsiOFFTI47V7WAfpkQkBWWRCkcUDJYU3FzaWiMnQrHK07dI0LRf22Uihw16Q1it",
-	"yB5HvGZ4pw22mpGYXzqoiY/KlkWhjcP0FFMpLpkJf0eVEdhtFSlAv/0kRzPDYUG6n7fCZ/XECzg/nM4/",
-	"+j2QJFud8cGH88vjoxj+8bf/AqG0m5NhrT0waQkDFEbPDFrbulAPtKSzcCPpKgM3EMwq5sLiYB8eNmv8",
-	"ssdgKUnkXNigz+hc/jG9j92fLOP9jdhxCoclWowPT9/K4JaK1KMBkZ0ZOpGT5GV4P65oPfnSE8Tu15mY",
-	"YPbIzDX9t0rRA2HwFJ3I9sGvRQLDogR5aR0kwhj2tsI6evJXTBytI0qnbSIyWnbDjY5bQ++j3kRYvE51",
-	"LqTq3KEkCb5Gdbuu6lvbreScudTvOJU20be4tOFm2UpnrK96U07wVhp2LyfCYO7fUJn/qdE5X/3FGeGg",
-	"NmToflGlsKSaXbsg+stv/EBINZ4vCjR2LqcuHnW612tEHy8TfV3q3+sUz7TOgEZ5bsdsChN0d4gKcslq",
-	"DHLxGe60uUFjod/m6upW0Qz2CWhkpZW3yCAKlE7RjsK0UaJL5UZQ3wgYJOOGlhf32ngEp6Vjtc0LLOkS",
-	"6Au/yUZ0B0SFZTbPxWf+IZXMy7y3t1MTRSqHMzREldwz0mOD7ttxkZ94RsSLf+qgctghrbkidIW8RpUW",
-	"Wnplt0z/C3TekJ4fj4/+XwQfz47Glyfv3xBbfXw//mF88m588O64k2cSrazO8Lo02W+8sEHh8NrJnNmQ",
-	"BEC43l6PbmLIT7smeax/Xd/MJgn/UA8k+U07xZqkzAtPl1xb/G4X+tYJlQqTAqpEp1LNBiBSYtpm8giO",
-	"88ItoFQZqfcVlcwUYroEGo1g7ENHTEDpaBAx4xyztJJsQgPs1keVz60gbt54rXPpHKYxWMKZd/PFCM6r",
-	"GBC4uQhqErRCmAvCEYR6GcJCfEjYbniolTM6I8TlCGbESg+t0wbjzltbf/k6zc5I4KqDtclAVkioNcL5",
-	"nfJpqwhWA8u9nod4WsVVWgbPRzxyseCR8QxdDHF4md1qXhCzKuYXyHQf4kxa55d5d3JxWRlGYYxE29qX",
-	"hf6b48v2CQb7EC+B2+uyQezNxgo0ubT2IfALfyUDpvQdURgVKYafevX5elGP9tdjQ9b9ppZuaG6GQUQh",
-	"EuzkcVaRm4SFdPQhaU9LU3SBim3AdYCV3YrdoNXZLabwoUB1QePBYIbCYrcNCrFi/CwIiDQhYrtFYGS4",
-	"vb29s8lIVjSrzGOPTHewjp206TR81SqNseucawtMNhHuggQmDdr5gibQRCdcadeJVivJu7nMEASkYjF8",
-	"0cKJplSWjRA6RzjOICF2MpkgLBwdnn5j4ez8w5vz44sLWkcq8O8CvKVtDdp8dXb8/ujk/Zte1Ds7//DD",
-	"ycXJh/f+T1ZIvajeTi/qeXhJzxrd3Yt6R8fvjnlEJ3n4zdc5+WSzbt7z1vWZmn4Dz7ELgWnl8XSjlLZh",
-	"5QB8yE3wldYXtHaGFrN1sU6zty4ZiZZt8bIBreSwLa3LlnCZWmsYIOp9HgoshiR0pfGyHpIHlk5Zy9KX",
-	"8Nu1TO9pmSIrjcha0kbHlmpWZsI0TxsqiiQfhodDW4zSJB9JvVUNa2VYDnnzrUzDY55CR9Sap7MvOOKE",
-	"jEVy++MvV3xLV709aInVfbwPAqaZcO2n0GcQR5o3RStnisCwyDE7FBbhBhf2SonM6hDiwXQAbGoSPVPS",
-	"kkO/4MmcykkQ9JQ8cl0MM7zFDGLaSAz+BkbwA3nVtUOXkmn1869UiKFEJNnJvBU/19MpKkINPvsxulJr",
-	"ePIpamZJwdx38cZMD8NDcm1H5+LuNDB1c2PvpL+o5fcr/OyuCzHDa6dvsEPuxsuJLtDetmfCOqB5ndre",
-	"oC0z70FKh7l94gl7zeGEMWKxJs3Vuo+AZML+qXDied7rr/Bb1zbgU36r9Dt6f+E92X2ohR8yTgLCt7AD",
-	"3/okVHiSe4jgQkwVvns58n7BxjzpMPz2vzelSNv05C0/QsyLwJ1PF25vpirkFySDmdMnqfu3OyIr5mJn",
-	"MIKP6kbpO8WiyvmSGyx8+IOjr2mH99W63CfwU80Lz0FCtkYOKZrreRUJ2RAh4tE+bELW0Z/7AWf7lC55",
-	"gjVmjWvXfjm73LbnlQr+9Byb+ZdygkahQwv9eGf0cjuOgH+OduMBiXSD3frx7mjnj/R/+jl6GQ/aNrZB",
-	"bTR7I1vV19Ts7REm8+G7jaZkKjLbaUu85WRbQv4SnL8+hD++/P474PghcPyQlPuDxiUCHM1GV6o94MuV",
-	"55jwewgyhL841EC/v7q/v7+PiZIrc8Ox6a+r3u5o509Xvfv7eAQ+zuItCzkwE7xSPsz9iG14TPpWiPor",
-	"rIN3BM8yofB9JSNPl/e3hKID/Cf8yl6TXxIKWpOwa6FTWxmOeTkZARMQLGaYOD8nODkyk24Bhc5ksoD+",
-	"DlxINcvwHDmGG8FLIvUreCtn82wxrvyiwT4kRenjSJhrQ2RNdO59FIJLFXC0xAbkPQxFITk4ZPaBvF4x",
-	"4wyInCkC9Ot6h/fbch52opfRq09doZ+kKJdCPy8640O8y43ehfwFPdTmDT5teJdhek3g4wepszp0snw6",
-	"BifLzhmx3qgjvtZl7B/2AVbUgn9PM6FLJzQFBSs3QD700wGFX+aQJq2DiraPVnuDPGFBQFxVv3fp2rKo",
-	"/JnVkJhPXFlJUJKjAT5jRT6acZ6pahdIKvfdbq+LNVq6/HFi1l5M44GEvUUVsZ7tRviDL/kN/lHlNmTo",
-	"aG+hjqvxI+ZV3UZ1gZ7y6/HKGV6HFN86Cd/qO9CZLzEJuXJpoe8PQ9qlKqWYiORmZnSp0sETqSqVH8Qq",
-	"rcO3NCW2wlb0wiYSlWIiU3+l+haNyLLgdreQ70TrDIV6XBoahPiAN/18fuyCcy0H9zFBq4M+67fESeAl",
-	"l10q9/JFJ2Wddp6iG8euQXl6SbXAozu0HerAm5hrNjFPjm/RqkGdPWPOysaXX90s+NARnplHe9bJ1o33",
-	"00/4Iw8Ls7rMxod2sH0lXVS6onRc3+QrJzLhuJBlJaTVF61YtyKf+U5wuMpUanGwDzEnO2PvU2sDU648",
-	"As3lmQ5QpV0mGVX6zNDS1Oj8gbpakZUIE5xqg9AXTQ5fhKSUByxcTFI/svIXHHQHy6Wv6apkuSxmRqQs",
-	"mYnIkEtiaXangXlMfzCh2isHZhlWvEgWe1hondkWY0Y9oiwpSl/S9UA4z7hn0tPpbmpW5YHd2kqkhIEr",
-	"3m8LFpMtXBOvXh24IcrSRrsErsrVr22MnYI/bf8RQg1AVae3zlj+H5305xK/Dsv1WhvY3d62EaBgX2M5",
-	"7NOLngZaVnBaB26pypY3GJGn6G3pMnwkrtEGgyfvfxi/Ozm6Hp+/+Xh6/P5yo/8X4qX+HQ9cU8thfl6d",
-	"QZJvTO9XBQydao1x8rpPfhDBmwMS8MsD6E+kEmYBpZLORnAqD7beyIOtS3kwCDqg5Vn/XArlyGvhukph",
-	"Yee7N3LZaX754s1BlwSt5w+e5XuNl6KhoXq9KujiZB6X+wtXhVv7iVBayURkYJW4weukipT6yiGcTjFx",
-	"8hahioTDVGakjKWKoGyHa26wcBEUZZYRoDPowGCubzEdjODsw8VlBG+OL9kl41ybQVcaTneWKpkLNfuf",
-	"FN15ZoxmU1nFRpe9bbmfHXmvCjJGzMM/SOPYknnmCabth1O73yqkcMQ9gbt4qLAQHFzbqnbx7nyIGD3g",
-	"Pz9eN7HqPO/87s4z33ZSGukWFzTUH2fChZ2XDwTM28rBjwSOrVfF6/NyAn0czUYg4MKz0jjxERE/rq7v",
-	"4TeEwBiMz04GkS/u820oVfLDV/iHsbcS7+qCU3ZNeAeN9pk7VzCtM4nKHdIdTR+qY4XLdxfgB0LSjAQr",
-	"Z6rJn1QFSJhWYw/H0A/rj19LDtBU7QTcbUGTmuW4hinPtfKR8KrLgDy8wpfHaTMTKiTE7dLp8tKVIhs6",
-	"BjxLJ7wPbl+FqYWvDAx9Oct5LsiFVE5I5eES17zwMnZva2sm3bycjBKdb6VJPrTF1vLk9Rq2syp3aFsB",
-	"1ioBxwJzdHgKbm50OZtDK4LWf6utqw0CfFsL6wC43BPGh6d03VEIpl2pWoaJao3E9lkiB7Uat6OQPw78",
-	"BpVOg1OhxIzLILLMBjtRvZ/W9MWE4cmV4tpETUO9U7rPl2r9pRHuBM64EcxrTsycOkPXXjeTtvrb+ioX",
-	"xsYRBLBMj66Ux8nk+yuCU8srrlRvse8RQaoTu5WKxYtRng5GV+pKHd+iWfj2DG6TCRFiAoPxQ9Wh5I0k",
-	"ZY7K8RIXQQfsEc9XZXjI6zbODn5OsHBVrU3m5lClgy0EdGRBLKuEflUbUknzlVoT54GHHOty6OkWOn+0",
-	"kb80Mtnq+ulflKzMxkmC1tZLKqauD4/WxTMx6ajx2YkXvub5qDMvHLf6FSYZDhqV1G6vE7b1JhK/fWYP",
-	"uk/RaudYqw5iRlLcWOBLfEIA2ZaT9Y23q35GV2oMKRaZXuRcNyoWoeOJ0M8i12VVXmWhzzoptgvrMN+r",
-	"/x9HbZpm8ob4cUH+KWYWBz5Yn8kElffHglYZF1xb9WK03YLYPRLaikvX5G98dtKK4e31qvRYVYkjCkkA",
-	"crQ9ehkKGdgCbYlCblVjt+rk/t6X3gw7KgHPxIwtvNc4IstqUYpAZymZl6k01kG/VZQQ+cIzSZCOkEMh",
-	"ZhjYVlrQhfi5DGJKiBDdcCIspnuNlPq1uBC5qkmu6j4L3pBCybXSaemlEEFpA/ZGFsBF1NYTuhaxk7S3",
-	"13vX0hy95d7Un9ZQvfhMSAJC3hgKNPzqppb21Xbk3X8LYqJvEXa2tzkX6cLmCdBvbz/U35mLzz57zv58",
-	"u88jvKC392o7WnfIHi8N7fKqVxL1FZgoDN5K4ugqF9+1y1Z+/7FWlE8rraQvtrd/s86+dhFCRyH9BxX4",
-	"S09r/uHa/l2/h66l671utXpeecrO5imrHUo87+XmeU2f533Ue/WUzdVtiTzh5ZO2Vlf88ZzdzXOq9jYG",
-	"rGWeC0LILCrQqvxxYrZULtT7RM6Qth0aY8w1Mx6rEVphZ/DBDGrTikK7E06GRN5KgU5tVKNQznOl2h4s",
-	"j16u4IF+HLyty0WBcQRx0fbG6IHPUiWtSGjz1PszcQT/+NvfSWuHzt+645eRdvxnmf6fGPoeIbVMFxve",
-	"uu97BOdYZGJBhovtEPcOt3A4P2DyKO/ueurhZ2ldC734CS+2t/eXuo25OqJUKbdFCQcyrRuPeeG48o5H",
-	"JNSxH0qAzLeb0HBCArC7/b1fIENR9QutbaFUTpfJHNMuBXvYBoHrGraLEZshWysd+OvKbByqsTx48RlX",
-	"6MsU80I7VAk3B00WDB0IFhaYDGrF5ouYG8120kwb/gUXm9Uba4kD7fMbv6VmWy6Iu18OiZEzfv/P164P",
-	"9ohXwDvz/X3MDw3o5Promtitu3BgmOV9m9ULr1f/2Rv2hEz3q+LWUMn6r28Ndre/3zyj7lKjCTtPeEXd",
-	"4csTXj3lLB29fjT5xYunTG43Wv4bmDjPLY0n0W3l7qMHEPPWvK436ATOFz4iwcloYcmJfRv8Xm8tDM6k",
-	"dWYRnOL4S+Xy3YeVuZ1iWb++qT1hG6odujXD4+R426TcqwhVb++nT23aXKx8JaFyS7nBilwJtuy88wjW",
-	"dj5okbIqDHiEkF/qT77cezIS4O8oh+Tn3iz52EPaDgvQ4+UgSL/5TIU2Icjsp1fBETsg0+wNrnCcN9y/",
-	"Uu0GlKqSvqpoJ/snMx9aYt/Ylx/OtKqcHuHHHh8tldiTZSrKSSatN518mCVHNthuW6va5ZbMChe82N4F",
-	"MRNSddnfo3bIZZOH02VNfztrucSUuw/cptSqyuZCXzdWptX0Ovh30N5P0EH1Fzv+DTSjZ6NNmjF6QO+h",
-	"ucW0iUQ3Xy/xnwYYtfvRYmJ4i74eYL39q6sLbv9Kxe2GCfYgIG41TcTtBrkNfYYdQtQo2d7vjrtWPiBR",
-	"fd+ra+EwbIvH8Kr/EZqvKTRv0G2WmF/pEPHn0kivckVyh8t9fDbceblb1TMzOH9iOfM//vb3+7hubt6D",
-	"OAQUY+iHePpeuzL3SvnSXI75BYvXpP/sYMV/DrWfvs55OXc6Ekk+anXex9DnOP7Ay/PKKkW55bN3WyEt",
-	"F1+pvo/x74Hw/nWCYHSWaS4vqnOU+/RHk9+oOnpaGsdH4yfEaNX3AhBDAEPh3ZWqMpaDEfiMgHec/XfJ",
-	"yAXK84p8nKEmu+21DznV2xGhCBTOP24+P+Rrh1rFw1fqg2r1kBMkEeBkHq6gqWx8sb3dBA/q7zFV5aM+",
-	"S151LJmUjGvAIpUajK5UvNYZXTcFC1+RHXJvGSuWb/xqKpFZq/VVOtClG8E4MJfvIOb3cwnkXKrZlQo7",
-	"ZjeRrH39L5qYS9V8h6SuhIh3Rzt/iqtWUQtOM+kU3iF3DzEnK985RaAr3GqXPv/YTvZsAkWke/mzUNzS",
-	"VYdI3xxfEgufjS8P3+7D7s6LNVtVfUoxlCj4at6H4VT4WNWjOOqJ8Q8RXO36C2fkeHgKMQcqPdTFV46D",
-	"rH5/5dl2cbmz418sJrIuX3whSjopKijr+Os+d6LmdWJhP3PwH6teW/UnRT5WvtLD4YwnRCQ6vkn3n9DJ",
-	"b4J1/IW0fNf+cgqeLB4XuT4xprIhlBK+isaB79hbsmCrQn076ea62D2C2Bf+8xj+xkUXxv9dAigPBUZ+",
-	"ZSyp82DnWrvfMTpUN1QX4qFI0PLSK0VRP30iw9dRY/TTJ7I/vvfKm25fbbPFyDi85cvKZ4QtpxHCs6rX",
-	"5NP9fwcAAP//6kKIqURZAAA=",
+	"H4sIAAAAAAAC/+x8/XLbuLLnq/Rqb9VIO5T8ESfnjF1btxTbk7hOnHhtJ1Nb46wJkW0JxxTAAUA7mpS3",
+	"zkPsM9wHO0+y1Q2ApCT6a2pu5pxb55+ZmCLARgPd/esvfO1lel5qhcrZ3u7X3gxFjob/eXgupvT/HG1m",
+	"ZOmkVr3d3vkM4QaNlVqBvgI3Q8iKyjo031mwJWYgVA5ZZQwqB7pEI2gk9MeHJ8OtlzuDPbCocpAOJiK7",
+	"Bqng6Gp4LFw2G/WSns1mOBf0Wbcosbfbs85INe3d3SW9dzoTnoouohoqSuFmCWyIUm7cbIminImtjfCr",
+	"3fgq87uHP3SX9EphxBxdYMS+H3uUnwg3oweSvklf6SU9JeY0Oovv9JKewV8qaTDv7TpTYftTc/HlHaop",
+	"zfLqBX3GOTQ02f/5WQx/3Rz+8Lkf/jH8/HUzebV1F58P/v3fekkHT2ra/leFZtHNmYP9Y5DKOqEyBJmD",
+	"0yByXToQtr1/IPM9EPDx49EBSAtTVLR3mMPtDBWIieUNNYDz0i2IhcyGX/i7NR9k3nvagvuPr/i+NR/l",
+	"OC+1Q5Ut/oL3rJn2AK37zoJs3oZrXED/YP/4OwuH6kYarea0qPGU/kvH0oJ0FvYLXeWHN/RQ5oMEtohl",
+	"2y9fwY20clIgjM/2j44gmwkjMjolI/igIDMoHMKtdDNdOUj/Xeb/M6VznmMmc/S8bu3DHmgFORbokN6S",
+	"FgzOcT5BgzlYDW4mHAgwWBZiQT8LZW/5x7BvV9JYF1cKt8KO4BQzbXLMSazoFVHl0kGhp/V+eQFvNqzF",
+	"zCFx857d2375KunNpYp/by2f3v82/L+fv+/arTsSB1tqZZFl6bXITz3B9FemlUPF/xRlWUgv3xul0ZMC",
+	"59//1Xphbyj6N4NXvd3ef99otNaG/9VunPhR/qPLJ+JI3YhCElfKyu1BmqMTskiBeBB5iUXOqov+MlWB",
+	"ox6Jl1ZXhcy+KbF0fGVOkkbk0cY7cY0KJgsQkMurK2TVGqQ2oReXpNjCBKWahqOV8zp+1GYi8xzVt15I",
+	"JorCEyUqN0Pl6GuYw6RyTPWsmnxn4fT1eB9yjRaUdiCKQt/yr7X56NyzytLynTdIk3rznDBTdLzstygK",
+	"r7LvWfPz1hqm61iq/yUaRIvmRmYIpdE3MkfDtBwpkhZRfMsd+KjwS4kZMRyN0WYPPBctCIOgVbGIiiKQ",
+	"/J0lZWGZ4Pfa/agrlX9Lgt9rsFU2qw+zNmB05bwwnhjMtMolvfujkAXm3/o0R6QChI2aAzvnZ8tQKCIg",
+	"frNPahHSH8dH7w4PLk9OD/c/vD84Oj/68D4d8NLO5Rx19c3VzKyaQC5zL3VsXdh8hTMRLUuOIi+kQuhn",
+	"Wl3JaRUgXfg90J5AjleiKhxsb4INy9L6HUnjt15XpHyi8wXglwwxt7AFx/I1k/VRLSmjb3zAM4M5fVsU",
+	"lpV36++oElu6MMuwdCOgVfFqFN6gAcxm2mvBOVn2Fmr/6aefhuPW6tbh0bi4FQsL6WsUBk36CBj27LoR",
+	"shCT4ptvZNSk0nPDoMgX0M9ENgv8sQuVYZ4w0yplUGQzojNpmxt2VQw/0Ub+6h9kuir8wZ8gZDPMrjEf",
+	"7IFBZxYgrkj50Gakp/RgOKYHKVhWQNYj4qm8QRXOU2l0htZ+axb9hEUxvNJmHiwqLYeNDrlnRAzM0CD0",
+	"y0I4ei2JrlviMa9N4EhdGXGobgZ7cEVMCjA2AaFgBRt6RHorLFnePLzeAJIgdGEeBVWZ+4mCRQY3k7bW",
+	"7JlQrDr1DRK67tf2ndhqg/4RViuy6wnPGWi3weYzovNTB3XzUdmqLLVxmB9jLsU5H+Y/UPWEY7uKOKDf",
+	"fjJHM8VhSTaESeG1euYF7y6szj/6IxApW6/x6w+n54cHKfz9b/8PhNJuRga6dvClJSxRGj01aG1rQz1g",
+	"I7/qWtJWhtNAcK2cCYuDPbjfPPLHHoK3JNkzYYNepHX5x/Q9draKgukbsesYFku8GO8fv5Uh6iFyjypE",
+	"cWJoRU6St+K997L15GtPkNhcFmKCxQMj1/ToKkdfC4PH6ESxB34uEhjvhs4r6yATxrCPHebRk79i5mge",
+	"UTltM1HQtI/s6Lj16l3SmwiLl7meC6k6KZSkCS5R3aybjBa5UV/wKfUU59Jm+gaXCG6mjbpnfdbraoI3",
+	"0nBQYSLI+eUvRBhxZfSct/7shPBUG3p0fygqPqmmly6I/vIXPxDiTWeLEo2dySuXjjoDDGtMHy8zfV3q",
+	"3+scT7QugN7ypx2LK5igu0VUMJesxmAuvsCtNtdoLPTbpzruKprBHgGWorLyxscSQOkc7SgMG2W6Um4E",
+	"9Y6AQTKSaHlyr9VHcFw5Vv88wZIugb7wRDaiOyAuLB/zufjC/5NKzqs5u/uBKVI5nKIhrsz9QXropbt2",
+	"NOxnHpHw5J87uBwopDlXhK6Ul6jyUkuv7Jb5f4bOG+TTw/HB/07g48nB+Pzo/Rs6Vh/fjz+Nj96NX787",
+	"7DwzmVZWF3hZmeJ3npit6KWTcz6GJADC9XZ7tBNDfto1yPsMl/XOPCbhH+oXSX7zTrEmKfPC0yXXFl/t",
+	"QN86oXJhckCV6Vyq6QBEToe2GTyCw3npFlCpgtT7ikpmDjFfAo9GMPYBQ2agD2/RYZxhkUfJJjTA4YEk",
+	"+u4K0uaLl3ouncM8BUt49Xa2GMFpjCV5LMJqErRCmAnCEYSeGQpDuk8YcbivlTO6IOTmCGakSg+t0wbT",
+	"zl1b//g6z05I4OLC2mwgKyTUGuM8pbzaGAlr4L3X85BexfhMy+D5yMlcLPjNdIouhbSOYzcfSFkV8wdk",
+	"vgdpIa3z07w7OjuPhlEYI9G26LLQf3N43l7BYA/SJZB8WTXIvyGsRDOX1t4HouGvZMCUviUOoyLF8HOv",
+	"Xl8v6RF9PTZk3V9q6YZmZxhElCLDzjPOKvIxYSEdvU/a09IQXaJiG3AZYOV9cWSrixvM4UOJ6ozeB4MF",
+	"CovdNihkCPCLICDSJAbsBoGR4ebm5tZjRjLyLJrHHpnuYB07edNp+OIsjbHrHGtLzB5j3BkJTB608xkN",
+	"oIFOuMquM+3IC8WtNrmtE0TBdmMONzoTk6oQZsFax1X2U/0kgVxndsM/Hs5FWUo1Hc3zwQgsYg79gAwG",
+	"fBRPDt8fHL1/k8DJ6YdPR2dHH97zX6u6ui8gF4vhdgupmkrZPRCkExwhSYPkM5DRBmFpujenh2dnNFgq",
+	"8NQA3hBLBgl4kJq0DUACB4fvDr3Wy7P5cHtz+5UnsZkqgfH++dGnQ+hrA6cf33til+MpInPyBs/4gwOa",
+	"9M3p+GDlWx42RLc4OFF6whBgSZYjpdDnMJ8AR2KrRAFXQhaVwUGL7JakBrb2kl6br72kx4ztJb3I2V7S",
+	"81+gZw2BvaQXp/VzRA70kp5nAb/hl0bTel50H05mxeWcPOtpt+R7bPNMO/uIxLMDR2fVv9aNEduwhpNe",
+	"IR/IAlWLx9oaWqLeJbgNbV0aKllGQsvwJWrBtq5cxiHL3FpDYEnvy1BgOSSVVxmvaUOOx9IqmxRq+Nel",
+	"zO9omrKojChauo6WLdWUhLp52nBRZPNheDi05SjP5iOpY4a2ndXcZ+Jb+aKH/LSO3INPyJEnPuIkqM/w",
+	"pV8veJcuervQUmp3KemEq0K49lPoM4QmycrRyqkiV0TMsdgXFuEaF/ZCicLqEKjDfOATeZmeKmkxh8nC",
+	"J+IIDWVIGlGA0+WwwBssICVCUvA7MIJPopB57U7nBGz8+AsVRD6B25nMZq0siL66QkWYzeewRhdqDc0/",
+	"Rckvqfe7rrMx1cPw8K9Wq9GpuD0Oh7rZsXfSb9Ty9xV+cZelmOKl09fYIXfj5eQyaG9ECmEd0LhOW2vQ",
+	"VoX336XDuX3iCnvN4oQxYrEmzXHeB1wU8rxy4cTzYge/IWqwRoDP2q7y7+D9mY8j7EEt/FBwqha+hy34",
+	"3qcSw5O5B2guRMbh1YuR98oerU0Yhn/9j8fKEtr8ZJIfYOZZOJ1PF26fwY+4O0gGH05fgdKPZR+DEXxU",
+	"10rfKhZVznpdY+mDTxxDzzt839bmPuE81WfhOTjU1rgtR3M5i3GoR+Jz/LYPWpF19Ou+J9RxTJs8wdpj",
+	"SOvAynJFR9v2RxX8+Tk28y/VBI1Chxb66dboxWaaAP9/tJMOSKQb5NxPd0Zbf6Lf6f+jF+mgbWMbzEyj",
+	"Hz1W9TY1tD1wyHzw9FFTciUK22lLvOVkW8Kh8dMf9+FPL354BRy9BY7eknK/17gkgKPp6EK1X/h64U9M",
+	"+HcI8YS/ONBD/355d3d3lxInV8aGZdNfF72d0dafL3p3d+kIfJTLWxZyHyd4oXyy4gHb8JD0rTD1N1gH",
+	"74afFELh+ygjT5f3t+TDBOerUjb6FDQllDQn4fZSk8OhYgptBMxAsFhg5vyY4GLKQroFlLqQ2QL6W3Am",
+	"1bTAU+QIegIviNUv4a2czorFOHqlgz3IyspH8XCuDbE103PvIRJcisCRvR7y3YailIzLzR5Yp42Ych5L",
+	"ThW5U+t6h+ltuW5byYvk5eeuwFtWVkuBt+3O6BxT+ahvJ39FD7WZwKe93mWYfiTw8Unqog5cLa+Owcmy",
+	"a0xHb9QR3ewy9vf7ACtqwX+nGdClE5qykJUdmGF2/XRA4afZp0HroKLtIde+OA9YEBBX8d9durYqoz+z",
+	"GpD06UcrCUpyLMbnHclLNc4fqtoFksq92ul1HY2WLn+YmbUX03gggbYkMuvZboRf+JLf4B9Ft6FAR7SF",
+	"2snGj5jF6pu4gZ7z69HiKV6GRO06C9/qW9CFLxQKFQ/SQt8vhrRLLIiZiOx6anSl8sETuSqVf4lVWodv",
+	"aSpsBQ3pg00c0JcIejx/g0YURQg8tJDvROsChXpYGhqEeI83/fzz2AXnWg7uQ4JWh9zWd4lT+Usuu1Tu",
+	"xXYnZ512nqOPvrsG5ekjcYIHKbQd6sCbmEs2MU+OLtKsQZ09Y8wK4cufbia8bwnPzGI+a2XrxvvpK/yJ",
+	"XwujuszGh3aqYyVZV7myclyl5utfCuG4HGklnNcXrUyDIp/5VnDAzkS1ONiDlFPNqfepteEgGOaguRTX",
+	"Aaq8yySjyp8ZWroyen5P0bwoKoQJXmmD0BdNJYYIKUEPWLgkqH5k5a846E5VSF+ZF2W5KqdG5CyZmSiQ",
+	"y9BpdKeBeUh/MKPaM4fDMoxnkSz2sNS6sK2DmfSIs6QofWHePeE8457JT6e7uRmLPLu1lcgJA8ez3xYs",
+	"ZlvYJp49LrhhyhKhXQIXKyXWCGOn4M+bf4JQgRGrLdcPlv+hk/9cqNlhuX7UBnY2N20CKNjXWA779JKn",
+	"gZYVnNaBW2KJ+iNG5Cl6W7oCH4hrrIWBINM5+gpQYeHo/afxu6ODy/Hpm4/Hh+/PWTQ4HLccNw/cPl+U",
+	"aKEy0heb0Gb8sPPyT/Dx9CiBmXOl3d3YyLP5sDSaw21T6chRkDpWzNgN6QvFh8JMK24N8Fl6nWMChb7l",
+	"RJrFxFMxW5QzVHaw7LyuUv2oIxsCv55Z95y3luf/vHKVbP5olUisg+nUzwz414MLrxN485q24/w19CdS",
+	"CbOASklnEziWrzfeyNcb5/L1ICizVojgl0ooR+5X3OStV2/kMgNfbL953aUK1tNQz3Iix0th3dBCERMp",
+	"nBPmpiThYty4nwmllcxEAVaJa7zMYsjXF6Dh1RVyxgZiSB+uZFFw80UCVTvudI2lS6CsioKQqUEHBuf6",
+	"BvPBCE4+nJ0n8ObwnH1LTtkadJXhrHmlsplQ0/9KYapnBpseq855NPbQhiDPTiHEup4Rn+FP0jg2yTbm",
+	"OMlGfzq2e616HEenJ5wuflVYCJ66bRVN+bhECH3dEwh4uPxmNQqw9YdHAXi3s8pItzijV/1yJlxnfH5P",
+	"5L+tHPybwEmCmDueVRPo42g6AgFn/iiNMx/a8e/VZWL8hRDhg/HJ0SDxNaK+hy1mcXzDSXj3RuJtXf/M",
+	"PhZT0GgfMhvM60Kicvu0R1f3lVXD+bsz8C9C1rwJVk5Vkwhq5cLDu/tj6If5xz9KjjTF7hZu/qFBzXRc",
+	"Cjefa+VD+rHphVzV0hs+baZChboKu7S6eeUqUQwdI7elFd4F/zU6B8IXmIYeseWEHcyFVE5I5XEfl071",
+	"on0NNjXTcza1ttxYHrxeCnkSk6C2FSmOmUQWmIP9Y3Azo6vpDFqhwP5bbV1tEOD7WlgHwFXDMN4/pu1O",
+	"QlTwQtUyTFxrJLbPEjmo1bjlbOF3Np43iDoNjoUSUwYBRWGDnYjfpzl9TWp4cqG4xFXTq9673uNNtX7T",
+	"CEADpw4JrzYr5pM6Rdeet5A2/m19sRSD/AQC6qdHF8oDfjCVUoQLl2dcKQJkJyoUXORisc1lFhfqQt3X",
+	"Hdm15FqoJsJg0/wrFKQrpeMp1+LSOvUV/S7zxNO8xLFmQm7U9MRl85q2wxs0C9/J5PshoUbc6X0F0OTy",
+	"ZQHL1ZCQU0UfT49sB5y8UGt40n/9LKi2XRLlWKSKTFLjjOKXDEsXK9EKN4OYrrcQQJ8Fsazp+rFyKi7/",
+	"Qq1pqYFHUuvqxR+H0F+njfy1UTWt3rr+WcU6epxlaG09peJD48PXdWlZSns0PjnyOqV5PurM26etrqBJ",
+	"gYNmD9stx8K2vkRaZY9PPR1T0WqaWqudY/lQ3L7jC+BCgN9Wk3XC2zVxows1hhzLQi947+diEfoKCdQt",
+	"5rqKxYcW+qxqU7uwDue79e9p0uZpIa9JzBZaIWBhceCTKYXMUHl/OSjLccmVh9ujzZYL1CNdFE/5mloZ",
+	"nxy1Yqy7vZi+jHVqopSEi0eboxeh0IQNa3eHO/0yxY462RMxZeDiFakoilpDJKCLnKym7yjut4pGEl+W",
+	"KQmpEiAqxRTDsZUWdCl+qYL2IaCLbjgRFvPdRvn4ubhMP1bsx6rokglSKLmTIK+8ACMobcBeyxK4xcB6",
+	"RtcidpT3dnvvWgqxt9yv//OasyK+EECCkNeHEg1/uqk0f7mZ+PCMBTHRNwhbm5ucK3aBePJTNjfv63mf",
+	"iy++uoHjLe1uqvCB3u7LzWTdYX64cLor6rFSSBExUmnwRtKJjrUSXVS26i8eavj6vNKwvb25+bv1z7aL",
+	"RDraTD6ocL70VX1+uPNlx9PQNXVN60ars5yHbD0+ZLUPkMe9eHxc0019l/RePoW4uvmXB7x4Eml1PSyP",
+	"2Xl8TGwiZRxezeeCgD+LCrQqs5yYLpVz9T6Tj6dth8YYc02Th6AEwtjHvTfD3TRqEXXCyZBoXSmgqu1x",
+	"EsqtLlTbMfcGeanCCvppcCLJJKcJpGXbyaQHPouYtSLVzVPvpqUJ/P1v/0FaO/TX13317ECE2xrC5RAt",
+	"0zXYq290kC5pvI11hOPHXqj7bpZYBkpLUIdMuNIg811vOfMI/D9+PDq4eRnl/BoXPvRgCfqT9fbww/jU",
+	"tQdf3LpokGOYtkW9V7NJqMWvb/cYwSlfMEGmuJ5a5lyneo2LQQuU8E9MvA9QeBLxi7SuhTf9gO3Nzb2l",
+	"7kAeV6mc+yqFC2sUsLP5Q9J+zuy4UDvb2z72Rn8vtxyGzrOQbg/eEtOWxpjIiHReGqaNA1pfHMEYDF7R",
+	"nBcqhHsKFLHxcG1JlXK6ymbErW0yDSqH7c2t0H6w3Pedxltq0i67td/Gz+uGq0u+m1c2Vi57IRvxyIiV",
+	"q1K8dme+vdY+/fZ7Kvbles275UCnMxXe/ecbl3svoojuVOGbiHmPG8zNzRPNoWcXi0vJ6utjXLiJZbDS",
+	"cN2+laiLvvDqRv0eE7jt7dN/9sr9juR7sYw9VHdDf6XKndVzLF1vavR/n7X+Q5vvnc0fHh9RN93SgK0n",
+	"fKK++IAHvHzKWjpal2nw9vZTBrf7z/8JMIk/lo3r1w1L7pJ7XJyNWV3A0+npnPnIGFd3CLJ17m2Iv3jz",
+	"bnAqrTOLEJxJv0Yf/S7MzN1hy5r7TR2RsaF8qFuXPcyOt00NS4yU9nZ//tzmzdnK5TExjsDWkHw/hmJM",
+	"eQJrlA9arIyVNg8w8mt9b9mdZyN5aB31xfzcG0cfA8vb4Sl6vByM6ze392gTkh1+eAzS2QEhDw8jhONE",
+	"/N6FavfTxbac2E5CVlgWPsTJwQxfzzvVKnqpwr97eLDUtUNWv6wmhbRkwC8UL2Yp8hAQia2Nw3KHeUQ7",
+	"25s7IKZCKoIP/kvefHQHvDjkUV/oRdAl9TP+BRenSGqfUAL0t3dgNgi4Tfr7FeJNX7u82nADmH8YyCis",
+	"9sULjMxanZjEjhGMFV/0RmYtprh8H+BM1ChoJ6QxQ1KVMKIg69eFWw7aYbpn45ZOFLIkOjv3nDmpVSzi",
+	"YOMcN6h100DIMQYmcX9Fi+3XuMA8bNbgH9+Z3HmKTq0vZvon0PT+4Dym6ZN79DiaG8wbn6u5pMrfADNq",
+	"twuTxHGbL/e7rXXndjUp712otN1RxS4spK2uqrTdv/xIG3iH2DRGo/eHI98VKBdv93wIxvE7/wwQ7r+Y",
+	"0LxB97jE/EbXke8wJQ3MLQsdMZ/Dk+HWi53Y8BDt21P6Hf7+t/+4S+u7J3YhDRHtFPohT7XbLt2/UL52",
+	"n4POwYI3aXU7WAnghOJw3wixXJMwEtl81LoYJYU+58e8H7c6S1lt+Kz4Rkh3pxeq73NnuyB8OCRDMLoo",
+	"NNcf1rl/vrGzyRvGlr+WxvHxmAkdtHidC2KIoCm8vVCxEmAwAp/N8rEJf/0kOaHzeWQfV34QDvHah0z2",
+	"ZkJ2DoXzj5tb5nxxYau74EJ9UK0rPoCvEnVyHragKX3e3txsYlH1tXuxvtxXn8SWRr5ZNLRt12owuVDp",
+	"2sUV9Z0NwrdshChNwYrlOz+bymTRuplAOtCVI2hVhuv0hAvf5xrpmVTTCxUoZv+cI1zxJxo4l6q5Jqqu",
+	"MEp3Rlt/TmMnvwWnmXUKb5HbC/kkK99aSSAy7GqXPv/YTqI+lncg3cu3/zEmqWP0bw7P6QifjM/33+7B",
+	"ztb2mq2KFymH0h9f7n//Ba7hTsKHL0/uDu2iv/I0HBrot2FUHVXzHOITqPRQl4PfdJdsZ57hKZGo1eux",
+	"nm0Xl1u//sGiUuvyxRuipJMigl7Hl7iRXxDOOh1hP3LwL6teW/UnRXJWLlHj8MwTIiwdV4/+KxT0u2Ad",
+	"vyEtX7y/XNpCFo+r4J8YI3okNBQuv+T0ROotWbBVoQGGdHPdDZNA6juD+B2+gqgL4/8hAaH7Aj2/MTbW",
+	"ubBTrd0fGO2qb1woxX2RreWpV4oNf/5Mhq+jdu/nz2R/fHOmN92+im2DkXH4yteVu/0tJ1zCs9iM9vnu",
+	"/wcAAP//EopG9UJhAAA=",
 }
 
 // GetSwagger returns the content of the embedded swagger specification file

@@ -175,7 +175,7 @@ func (siw *ServerInterfaceWrapper) CreateCluster(w http.ResponseWriter, r *http.
 
 	// ------------- Optional header parameter "Idempotency-Key" -------------
 	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
-		var IdempotencyKey string
+		var IdempotencyKey IdempotencyKey
 		n := len(valueList)
 		if n != 1 {
 			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
@@ -246,7 +246,7 @@ func (siw *ServerInterfaceWrapper) DeleteCluster(w http.ResponseWriter, r *http.
 
 	// ------------- Optional header parameter "Idempotency-Key" -------------
 	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
-		var IdempotencyKey string
+		var IdempotencyKey IdempotencyKey
 		n := len(valueList)
 		if n != 1 {
 			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
@@ -680,22 +680,38 @@ type CreateClusterResponseObject interface {
 	VisitCreateClusterResponse(w http.ResponseWriter) error
 }
 
-type CreateCluster200JSONResponse Cluster
+type CreateCluster200ResponseHeaders struct {
+	Location string
+}
+
+type CreateCluster200JSONResponse struct {
+	Body    Cluster
+	Headers CreateCluster200ResponseHeaders
+}
 
 func (response CreateCluster200JSONResponse) VisitCreateClusterResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
 	w.WriteHeader(200)
 
-	return json.NewEncoder(w).Encode(response)
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
-type CreateCluster201JSONResponse Cluster
+type CreateCluster201ResponseHeaders struct {
+	Location string
+}
+
+type CreateCluster201JSONResponse struct {
+	Body    Cluster
+	Headers CreateCluster201ResponseHeaders
+}
 
 func (response CreateCluster201JSONResponse) VisitCreateClusterResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
 	w.WriteHeader(201)
 
-	return json.NewEncoder(w).Encode(response)
+	return json.NewEncoder(w).Encode(response.Body)
 }
 
 type CreateCluster400ApplicationProblemPlusJSONResponse struct {
