@@ -31,7 +31,6 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/scope"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 )
 
@@ -76,28 +75,27 @@ type timedAction struct {
 	action plan.Action
 }
 
-// newRig creates the hosted cluster (annotations as given: nil leaves it for the classifier) and its operators,
-// and waits until its Machines run when it is legacy.
+// newRig creates the hosted cluster (annotations as given: nil leaves it for the classifier), the legacy
+// HyperShift operator (scope legacy, direct) and — unless privateLater, for the install order — the private one
+// (the default operator, through the proxy), both scoped exactly as HyperShift scopes and kept to this test's
+// namespace; it waits until the Machines run when the cluster is legacy.
 func newRig(t *testing.T, name string, mds, machines int, annotations map[string]string) *rig {
+	return newRigWith(t, name, mds, machines, annotations, false)
+}
+
+func newRigWith(t *testing.T, name string, mds, machines int, annotations map[string]string, privateLater bool) *rig {
 	t.Helper()
 	ctx := t.Context()
 	ns := env.NewNamespace(t, "mig")
 	r := &rig{t: t, ns: ns, key: types.NamespacedName{Namespace: ns, Name: name}}
-	inNS := func(hc *hyperv1.HostedCluster) bool { return hc.Namespace == ns }
-	legacy, err := harness.StartOperator(ctx, "legacy-"+ns, capitest.Direct, func(hc *hyperv1.HostedCluster) bool {
-		return inNS(hc) && scope.Legacy(hc.Annotations)
-	})
+	legacy, err := harness.StartHyperShiftOperator(ctx, "legacy-"+ns, capitest.Direct, capitest.LegacyOperatorEnv, r.inNS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = legacy.Stop() })
-	private, err := harness.StartOperator(ctx, "private-"+ns, capitest.Proxied, func(hc *hyperv1.HostedCluster) bool {
-		return inNS(hc) && scope.Private(hc.Annotations)
-	})
-	if err != nil {
-		t.Fatal(err)
+	if !privateLater {
+		r.startPrivateOperator()
 	}
-	t.Cleanup(func() { _ = private.Stop() })
 	spec := capitest.LegacyHostedCluster(ns, name, mds, machines)
 	spec.Annotations = annotations
 	if r.hc, err = harness.CreateHostedCluster(ctx, spec); err != nil {
@@ -110,6 +108,18 @@ func newRig(t *testing.T, name string, mds, machines int, annotations map[string
 		r.waitLegacyRunning(mds * machines)
 	}
 	return r
+}
+
+func (r *rig) inNS(hc *hyperv1.HostedCluster) bool { return hc.Namespace == r.ns }
+
+// startPrivateOperator starts the private HyperShift operator: the default one (no scope), through the proxy.
+func (r *rig) startPrivateOperator() {
+	r.t.Helper()
+	private, err := harness.StartHyperShiftOperator(r.t.Context(), "private-"+r.ns, capitest.Proxied, capitest.PrivateOperatorEnv, r.inNS)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = private.Stop() })
 }
 
 func (r *rig) waitLegacyRunning(n int) {
@@ -354,6 +364,22 @@ func TestMigrateEndToEnd(t *testing.T) {
 		t.Fatalf("legacy objects %v, want %v", got, wantCounts)
 	}
 	oldCluster := r.list(capitest.StandardGroups, "Cluster")[0]
+	ctx := t.Context()
+	// A provider-like kind the migrator discovers from its CRDs (standard and private installed): one per
+	// Machine, owned by it and referring to it by uid.
+	installKind(t, "examplemachines", "ExampleMachine", true)
+	for _, m := range r.list(capitest.StandardGroups, "Machine") {
+		ex := exampleObject(infraGroup, "ExampleMachine", r.hc.Namespace(), m.GetName())
+		ex.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: m.GetAPIVersion(), Kind: "Machine", Name: m.GetName(), UID: m.GetUID(), BlockOwnerDeletion: ptr.To(true)}})
+		ex.Object["spec"] = map[string]any{"machineRef": map[string]any{"apiVersion": m.GetAPIVersion(), "kind": "Machine", "name": m.GetName(), "uid": string(m.GetUID())}}
+		if err := harness.Client.Create(ctx, ex); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A field manager that applies its fields (as HyperShift's nodepool controller applies MachineDeployments).
+	md := r.hc.Spec.MachineDeployments[0].Name
+	applyLabels(t, harness.Client, capitest.StandardGroups, r.hc.Namespace(), md, "a", "b")
+	deletes := watchDeletes(t, r.hc.Namespace(), standardKinds()...)
 	begin := time.Now()
 	r.start(nil)
 	seenLocked := false
@@ -383,6 +409,28 @@ func TestMigrateEndToEnd(t *testing.T) {
 	}
 	window := r.actionTime(plan.UnpausePrivate).Sub(r.actionTime(plan.PauseLegacyCluster))
 	t.Logf("migration of %d Machines took %s; MachineDeployments could not scale for %s (pause → unpause)", mds*machines, took.Round(time.Millisecond), window.Round(time.Millisecond))
+	checkExampleMachines(t, r, mds*machines)
+	// Every old object was deleted with clusterctl's delete-for-move annotation set first.
+	deleted, notMarked := deletes.result()
+	if len(deleted) < mds*machines*3 || len(notMarked) != 0 {
+		t.Errorf("deleted %v; without delete-for-move %v", deleted, notMarked)
+	}
+	// Field ownership survived the move: the manager that applied the labels drops one, through the proxy, and it
+	// is gone (the migrator co-owns nothing).
+	applyLabels(t, viaProxy, capitest.StandardGroups, r.hc.Namespace(), md, "a")
+	got, err := r.hc.Get(ctx, harness.Client, capitest.PrivateGroups, "MachineDeployment", md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := got.GetLabels(); l["example.com/a"] != "a" || l["example.com/b"] != "" {
+		t.Errorf("labels after the manager dropped example.com/b: %v", l)
+	}
+	for _, f := range got.GetManagedFields() {
+		if f.Manager == plan.FieldManager {
+			t.Errorf("the migrator manages fields of the twin: %+v", f)
+		}
+	}
+	checkScopes(t, r.key, "legacy-"+r.ns, "private-"+r.ns)
 
 	// Metrics and events.
 	if v := testutil.ToFloat64(r.metrics.HostedClusters.WithLabelValues("migrated")); v < 1 {
@@ -695,12 +743,15 @@ func TestCrashMidCopyResumes(t *testing.T) {
 	r.checkMigrated(expectedCounts(mds, machines, true), machines)
 }
 
-// TestClassifierAndScopes is the startup scan and the dual-operator predicates: HostedClusters created before
-// migrate started get their scope (legacy for one with a standard Cluster, private for one without), and only
-// the matching fake operator ever reconciles each; none reconciles the legacy one while it is locked.
+// TestClassifierAndScopes runs the install order with operators scoped exactly as HyperShift scopes them: the
+// legacy operator (scope legacy) first — it does not take an unannotated HostedCluster; then the classifier's startup
+// scan marks the one with a standard Cluster legacy and the one without private; only then the private operator
+// (the default one, through the proxy) starts. Then the migration: legacy → lock (neither operator reconciles the
+// HostedCluster, and both had their chance: their scope predicates saw it and turned it away) → commit (the
+// default operator takes it, through the proxy).
 func TestClassifierAndScopes(t *testing.T) {
 	const mds, machines = 1, 1
-	r := newRig(t, "epsilon", mds, machines, nil) // unclassified: nobody reconciles it yet
+	r := newRigWith(t, "epsilon", mds, machines, nil, true) // unclassified; the private operator not started yet
 	ctx := t.Context()
 	fresh := &hyperv1.HostedCluster{}
 	if err := harness.Client.Get(ctx, r.key, fresh); err != nil {
@@ -713,50 +764,102 @@ func TestClassifierAndScopes(t *testing.T) {
 	if err := harness.Client.Create(ctx, born); err != nil {
 		t.Fatal(err)
 	}
+	legacyOp, privateOp := "legacy-"+r.ns, "private-"+r.ns
+	testwait.For(t, time.Minute, "the legacy operator to see the unannotated HostedCluster and skip it", func() bool {
+		return harness.Reconciles.Skips(legacyOp, r.key) > 0
+	})
 	if n := harness.Reconciles.Count("", r.key); n != 0 {
 		t.Fatalf("an unclassified HostedCluster was reconciled %d times", n)
 	}
+	// The migrator waits on its conversion probe (its namespace does not exist yet) while the classifier runs, so
+	// the lock lands only once the legacy operator is done with the HostedCluster: a reconcile queued before the
+	// lock would still run after it (HyperShift's scoping filters events, not reconciles).
+	probeNS := r.ns + "-probe"
 	r.start(func(o *controller.RunOptions) {
 		cfg := testConfig()
 		cfg.QuietWindow = 4 * time.Second
 		o.Config = cfg
-		o.AfterAction = func(hc types.NamespacedName, p plan.Phase, a plan.Action) {
-			if hc == r.key && a.Kind == plan.CopyTwins {
-				// Locked: no operator may reconcile it now.
-				r.mu.Lock()
-				r.actions = append(r.actions, timedAction{at: time.Now(), phase: p, action: a})
-				r.mu.Unlock()
-			}
-		}
+		o.ProbeNamespace = probeNS
 	})
 	r.waitAnnotations("classified legacy", time.Minute, func(a map[string]string) bool {
-		return a[plan.ScopeAnnotation] == plan.ScopeLegacy || a[plan.InProgressAnnotation] == "true"
+		return a[plan.ScopeAnnotation] == plan.ScopeLegacy
 	})
+	r.waitLegacyRunning(mds * machines)
+	testwait.For(t, time.Minute, "the legacy operator to reconcile the legacy HostedCluster (and its own status write)", func() bool {
+		return harness.Reconciles.Count(legacyOp, r.key) >= 2
+	})
+	probe := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: probeNS}}
+	if err := harness.Client.Create(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = harness.Client.Delete(context.Background(), probe) })
 	bornKey := types.NamespacedName{Namespace: r.ns, Name: "zeta"}
-	testwait.For(t, time.Minute, "the new HostedCluster classified private", func() bool {
+	testwait.For(t, time.Minute, "the new HostedCluster classified private (no scope)", func() bool {
 		h := &hyperv1.HostedCluster{}
-		return harness.Client.Get(ctx, bornKey, h) == nil && scope.Private(h.Annotations)
+		return harness.Client.Get(ctx, bornKey, h) == nil && h.Annotations[plan.PrivateTypesAnnotation] == "true" && h.Annotations[plan.ScopeAnnotation] == ""
+	})
+	r.startPrivateOperator() // the install order: only once every legacy HostedCluster carries its scope
+	testwait.For(t, time.Minute, "the private operator to reconcile the new HostedCluster", func() bool {
+		return harness.Reconciles.Count(privateOp, bornKey) > 0
 	})
 	r.waitAnnotations("migrated", 5*time.Minute, migrated)
-	// The private operator takes the HostedCluster over once it is unlocked and private.
 	testwait.For(t, time.Minute, "the private operator to reconcile the migrated HostedCluster", func() bool {
-		return harness.Reconciles.Count("private-"+r.ns, r.key) > 0
+		return harness.Reconciles.Count(privateOp, r.key) > 0
 	})
+	checkScopes(t, r.key, legacyOp, privateOp)
 	for _, e := range harness.Reconciles.Entries() {
-		switch e.HostedCluster {
-		case bornKey:
-			if e.Operator != "private-"+r.ns {
-				t.Errorf("%s reconciled the private HostedCluster", e.Operator)
-			}
-		case r.key:
-			lockedAt := r.actionTime(plan.CopyTwins)
-			if !lockedAt.IsZero() && e.Time.After(lockedAt) && e.Operator == "legacy-"+r.ns {
-				t.Errorf("the legacy operator reconciled %s at %s, after the copy began", r.key, e.Time)
-			}
+		if e.HostedCluster == bornKey && !e.Skipped && e.Operator != privateOp {
+			t.Errorf("%s reconciled the private HostedCluster", e.Operator)
 		}
 	}
-	if harness.Reconciles.Count("legacy-"+r.ns, r.key) == 0 || harness.Reconciles.Count("private-"+r.ns, r.key) == 0 {
-		t.Errorf("legacy %d, private %d reconciles of %s: want both (before and after)", harness.Reconciles.Count("legacy-"+r.ns, r.key), harness.Reconciles.Count("private-"+r.ns, r.key), r.key)
+	// Through the proxy: the private operator's requests (its informers' lists and watches of KubevirtClusters)
+	// reached kube-apiserver in the private groups, the legacy operator's in the standard ones.
+	groupsOf := func(op string) map[string]bool {
+		evs, err := capitest.ReadAudit(env.AuditLog, capitest.FromPod("hypershift-operator-"+op))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, ev := range evs {
+			if ev.ObjectRef.Resource == "kubevirtclusters" {
+				out[ev.ObjectRef.APIGroup] = true
+			}
+		}
+		return out
+	}
+	if g := groupsOf(privateOp); !g["infrastructure.cluster.hypershift.openshift.io"] || g["infrastructure.cluster.x-k8s.io"] {
+		t.Errorf("the private operator's requests in %v, want the private groups only (through the proxy)", g)
+	}
+	if g := groupsOf(legacyOp); !g["infrastructure.cluster.x-k8s.io"] || g["infrastructure.cluster.hypershift.openshift.io"] {
+		t.Errorf("the legacy operator's requests in %v, want the standard groups only", g)
+	}
+}
+
+// checkScopes asserts what HyperShift's scoping did with a HostedCluster that migrated: the legacy operator
+// reconciled it only with scope legacy, the private one only without a scope (after the commit), neither while it
+// carried the lock — and both had their chance while it was locked (their predicates saw it and turned it away).
+func checkScopes(t *testing.T, hc types.NamespacedName, legacyOp, privateOp string) {
+	t.Helper()
+	lockSkips := map[string]int{}
+	for _, e := range harness.Reconciles.Entries() {
+		if e.HostedCluster != hc {
+			continue
+		}
+		switch {
+		case e.Skipped && e.Scope == plan.ScopeMigrating:
+			lockSkips[e.Operator]++
+		case e.Skipped:
+		case e.Scope == plan.ScopeMigrating:
+			t.Errorf("%s reconciled %s while it was locked (at %s)", e.Operator, hc, e.Time.Format(time.StampMilli))
+		case e.Operator == legacyOp && e.Scope != plan.ScopeLegacy, e.Operator == privateOp && e.Scope != "":
+			t.Errorf("%s reconciled %s with scope %q", e.Operator, hc, e.Scope)
+		}
+	}
+	if lockSkips[legacyOp] == 0 || lockSkips[privateOp] == 0 {
+		t.Errorf("events on the locked HostedCluster turned away: %v; want both operators (they had their chance)", lockSkips)
+	}
+	if harness.Reconciles.Count(legacyOp, hc) == 0 || harness.Reconciles.Count(privateOp, hc) == 0 {
+		t.Errorf("legacy %d, private %d reconciles of %s: want both (before and after)", harness.Reconciles.Count(legacyOp, hc), harness.Reconciles.Count(privateOp, hc), hc)
 	}
 }
 

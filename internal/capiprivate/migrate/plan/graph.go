@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -47,40 +48,65 @@ func (m UIDMap) Invert(old []unstructured.Unstructured) UIDMap {
 	return out
 }
 
-// Twins maps each standard object to its private twin: the private object of the same kind and name in the
-// namespace (the copy keeps names, and a name is unique per kind). The match deliberately does not rely on
-// MigratedFromUIDAnnotation: once the private Cluster is unpaused, CAPI's MachineDeployment controller rewrites
-// its MachineSets' annotations from the MachineDeployment's, so a MachineSet twin then carries its
-// MachineDeployment's migrated-from-uid. The annotation is kept for people; the map is by name.
-func Twins(old, private []unstructured.Unstructured) UIDMap {
-	byName := map[string]*unstructured.Unstructured{}
-	for i := range private {
-		byName[private[i].GetKind()+"/"+private[i].GetName()] = &private[i]
-	}
-	m := UIDMap{}
-	for i := range old {
-		if p, ok := byName[old[i].GetKind()+"/"+old[i].GetName()]; ok {
-			m[old[i].GetUID()] = RefOf(p)
-		}
-	}
-	return m
+// Identity sorts a hosted cluster's private objects against its standard objects (the originals).
+type Identity struct {
+	// Twins maps the UID of each old object that has a twin of the current run to that twin.
+	Twins UIDMap
+	// Leftovers maps old objects' UIDs to their twins of earlier runs; LeftoverObjects are every twin of an
+	// earlier run (also those whose original is gone since).
+	Leftovers       UIDMap
+	LeftoverObjects []unstructured.Unstructured
+	// Strays are the private objects that are neither: "Kind/name", sorted. Before a run they block it; while
+	// Resuming they are the objects born since the private Cluster was unpaused.
+	Strays []string
 }
 
-// Born lists the private objects that are no twin of a standard object: created by a controller since the copy.
-// Sorted "Kind/name".
-func Born(old, private []unstructured.Unstructured) []string {
-	names := map[string]bool{}
+// Identify tells the twins of run id, the twins of earlier runs (leftovers) and strays apart. A private object is
+// a twin of the old object of the same group (translated), kind and name only when its MigratedFromUIDAnnotation is
+// that old object's UID — or the UID of the old object's controller owner, because once the private Cluster is
+// unpaused CAPI's MachineDeployment controller copies its annotations onto its MachineSets. Its IDAnnotation then
+// says which run made it. A private object whose run is one of leftoverRuns (a rollback that could not finish) is
+// a leftover even when its original is gone. Anything else is a stray: it is never adopted, re-pointed or deleted.
+func (c *Copier) Identify(old, private []unstructured.Unstructured, id string, leftoverRuns []string) Identity {
+	byKey := map[string]*unstructured.Unstructured{}
 	for i := range old {
-		names[old[i].GetKind()+"/"+old[i].GetName()] = true
+		byKey[objectKey(old[i].GroupVersionKind().Group, old[i].GetKind(), old[i].GetName())] = &old[i]
 	}
-	var out []string
+	out := Identity{Twins: UIDMap{}, Leftovers: UIDMap{}}
 	for i := range private {
-		if k := private[i].GetKind() + "/" + private[i].GetName(); !names[k] {
-			out = append(out, k)
+		p := &private[i]
+		ann := p.GetAnnotations()
+		from, run := types.UID(ann[MigratedFromUIDAnnotation]), ann[IDAnnotation]
+		std, _ := c.m.ToStandard(p.GroupVersionKind().Group)
+		o := byKey[objectKey(std, p.GetKind(), p.GetName())]
+		switch {
+		case o != nil && from != "" && (from == o.GetUID() || from == controllerUID(o)):
+			if run == id && id != "" {
+				out.Twins[o.GetUID()] = RefOf(p)
+				continue
+			}
+			out.Leftovers[o.GetUID()] = RefOf(p)
+			out.LeftoverObjects = append(out.LeftoverObjects, *p)
+		case from != "" && run != "" && slices.Contains(leftoverRuns, run):
+			out.LeftoverObjects = append(out.LeftoverObjects, *p)
+		default:
+			out.Strays = append(out.Strays, p.GetKind()+"/"+p.GetName())
 		}
 	}
-	slices.Sort(out)
+	slices.Sort(out.Strays)
 	return out
+}
+
+func objectKey(group, kind, name string) string { return group + "|" + kind + "|" + name }
+
+// controllerUID is the UID of o's controller owner ("" when none).
+func controllerUID(o *unstructured.Unstructured) types.UID {
+	for _, r := range o.GetOwnerReferences() {
+		if r.Controller != nil && *r.Controller {
+			return r.UID
+		}
+	}
+	return ""
 }
 
 // Missing returns the old objects without a twin in m, in Order.
@@ -215,6 +241,7 @@ func (c *Copier) Twin(old *unstructured.Unstructured, twins UIDMap, id string) (
 	u.SetAnnotations(ann)
 
 	refs := u.GetOwnerReferences()
+	remapped := map[types.UID]types.UID{}
 	for i := range refs {
 		gv, err := schema.ParseGroupVersion(refs[i].APIVersion)
 		if err != nil || !c.m.IsPrivate(gv.Group) {
@@ -224,10 +251,14 @@ func (c *Copier) Twin(old *unstructured.Unstructured, twins UIDMap, id string) (
 		if !ok {
 			return Twin{}, fmt.Errorf("%s %s: owner %s %s (uid %s) has no twin yet", old.GetKind(), old.GetName(), refs[i].Kind, refs[i].Name, refs[i].UID)
 		}
+		remapped[refs[i].UID] = twin.UID
 		refs[i].APIVersion, refs[i].Kind, refs[i].Name, refs[i].UID = twin.APIVersion, twin.Kind, twin.Name, twin.UID
 	}
 	if len(refs) > 0 {
 		u.SetOwnerReferences(refs)
+	}
+	if mf := u.GetManagedFields(); len(mf) > 0 {
+		u.SetManagedFields(remapOwnerKeys(mf, remapped))
 	}
 	status, _ := obj["status"].(map[string]any)
 	delete(obj, "status")
@@ -238,6 +269,41 @@ func (c *Copier) Twin(old *unstructured.Unstructured, twins UIDMap, id string) (
 		return Twin{}, fmt.Errorf("%s %s status: %w", old.GetKind(), old.GetName(), err)
 	}
 	return Twin{Object: u, Status: status, OldGeneration: old.GetGeneration()}, nil
+}
+
+// remapOwnerKeys rewrites the ownerReferences list keys (k:{"uid":"…"}) of each managedFields entry from the old
+// owners' UIDs to their twins', so each manager keeps owning the ownerReference it set.
+func remapOwnerKeys(mf []metav1.ManagedFieldsEntry, remapped map[types.UID]types.UID) []metav1.ManagedFieldsEntry {
+	for i := range mf {
+		if mf[i].FieldsV1 == nil {
+			continue
+		}
+		raw := mf[i].FieldsV1.Raw
+		for from, to := range remapped {
+			raw = bytes.ReplaceAll(raw, []byte(`\"uid\":\"`+string(from)+`\"`), []byte(`\"uid\":\"`+string(to)+`\"`))
+		}
+		mf[i].FieldsV1 = &metav1.FieldsV1{Raw: raw}
+	}
+	return mf
+}
+
+// ManagedFieldsPending reports whether twin's managedFields differ from want (the copy's, Twin): the create and
+// the status write made the migrator a manager of the twin's fields until CopyTwins sets them back. Entries are
+// compared by manager, operation, subresource, apiVersion and field set; times and order do not matter.
+func ManagedFieldsPending(twin *unstructured.Unstructured, want []metav1.ManagedFieldsEntry) bool {
+	return !equality.Semantic.DeepEqual(managedKeys(twin.GetManagedFields()), managedKeys(want))
+}
+
+func managedKeys(mf []metav1.ManagedFieldsEntry) map[string]any {
+	out := map[string]any{}
+	for _, e := range mf {
+		var fields any
+		if e.FieldsV1 != nil {
+			_ = json.Unmarshal(e.FieldsV1.Raw, &fields)
+		}
+		out[e.Manager+"|"+string(e.Operation)+"|"+e.Subresource+"|"+e.APIVersion] = fields
+	}
+	return out
 }
 
 // remapUIDs walks v for object references (a map with kind, uid and an apiVersion or apiGroup) into a mapped group
@@ -336,11 +402,11 @@ func NamesAny(refs []metav1.OwnerReference, m UIDMap) bool {
 	return false
 }
 
-// Verify compares the standard objects with their twins (reference §8.3 Verifying): one twin per old object, the
-// same name, labels, finalizers and annotations (plus the two the copy adds), spec and status equal to the old
-// ones translated (observedGeneration aside), and owners pointing at twins. It returns the problems found, sorted.
-func (c *Copier) Verify(old, private []unstructured.Unstructured, id string) []string {
-	m := Twins(old, private)
+// Verify compares the standard objects with their twins m (Identify's Twins): one twin per old object, the same
+// name, labels, finalizers and annotations (plus the two the copy adds), spec and status equal to the old ones
+// translated (observedGeneration aside), managedFields as the copy sets them, and owners pointing at twins. It
+// returns the problems found, sorted.
+func (c *Copier) Verify(old, private []unstructured.Unstructured, m UIDMap, id string) []string {
 	var problems []string
 	byUID := map[types.UID]*unstructured.Unstructured{}
 	for i := range private {
@@ -349,12 +415,11 @@ func (c *Copier) Verify(old, private []unstructured.Unstructured, id string) []s
 	for i := range old {
 		o := &old[i]
 		what := o.GetKind() + "/" + o.GetName()
-		ref, ok := m[o.GetUID()]
-		if !ok {
+		tw := byUID[m[o.GetUID()].UID]
+		if tw == nil {
 			problems = append(problems, what+": no twin")
 			continue
 		}
-		tw := byUID[ref.UID]
 		want, err := c.Twin(o, m, id)
 		if err != nil {
 			problems = append(problems, what+": "+err.Error())
@@ -380,6 +445,9 @@ func (c *Copier) Verify(old, private []unstructured.Unstructured, id string) []s
 		}
 		if !equality.Semantic.DeepEqual(withoutObservedGeneration(tw.Object["status"]), withoutObservedGeneration(want.Status)) {
 			problems = append(problems, what+": status differs")
+		}
+		if ManagedFieldsPending(tw, want.Object.GetManagedFields()) {
+			problems = append(problems, what+": managedFields differ")
 		}
 		if !equality.Semantic.DeepEqual(ownerKeys(tw.GetOwnerReferences()), ownerKeys(want.Object.GetOwnerReferences())) {
 			problems = append(problems, what+": ownerReferences differ")
