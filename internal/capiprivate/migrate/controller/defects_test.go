@@ -308,12 +308,7 @@ func allProxied(t *testing.T, r *rig) bool {
 func TestRetryAfterIncompleteRollback(t *testing.T) {
 	const mds, machines = 1, 2
 	r := newRig(t, "leftovers", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
-	names := []string{}
-	for _, m := range r.before {
-		names = append(names, m.Name)
-	}
-	slices.Sort(names)
-	removeCreate := denyPrivateCreate(t, r.hc.Namespace(), r.list(capitest.StandardGroups, "MachineHealthCheck")[0].Object["spec"], names[len(names)-1])
+	removeCreate := r.denyLastMachineTwin()
 	// The deletes are denied in the hosted control plane namespace and in a probe namespace, whose private object
 	// shows when the policy is in effect (a delete is admitted only once the object exists).
 	probeNS := env.NewNamespace(t, "probe")

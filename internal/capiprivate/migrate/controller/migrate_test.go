@@ -549,13 +549,7 @@ func denyPrivateCreate(t *testing.T, namespace string, spec any, names ...string
 func TestRollbackOnDeniedCreate(t *testing.T) {
 	const mds, machines = 1, 2
 	r := newRig(t, "beta", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
-	// Machines are named by the MachineSet: deny the second Machine's twin (a middle create).
-	names := []string{}
-	for _, m := range r.before {
-		names = append(names, m.Name)
-	}
-	slices.Sort(names)
-	remove := denyPrivateCreate(t, r.hc.Namespace(), r.list(capitest.StandardGroups, "MachineHealthCheck")[0].Object["spec"], names[len(names)-1])
+	remove := r.denyLastMachineTwin()
 	r.start(nil)
 	a := r.waitAnnotations("rolled back", 4*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
 	if a[plan.FailedAnnotation] != plan.ReasonCreateFailed || a[plan.ScopeAnnotation] != plan.ScopeLegacy ||
@@ -607,6 +601,18 @@ func TestRollbackOnDeniedCreate(t *testing.T) {
 	}
 	r.waitAnnotations("migrated on retry", 4*time.Minute, migrated)
 	r.checkMigrated(expectedCounts(mds, machines+1, true), machines+1)
+}
+
+// denyLastMachineTwin denies the private create of the Machine named last (Machines are named by the MachineSet:
+// a middle create of the copy), and returns a function removing the denial.
+func (r *rig) denyLastMachineTwin() func() {
+	r.t.Helper()
+	names := []string{}
+	for _, m := range r.before {
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	return denyPrivateCreate(r.t, r.hc.Namespace(), r.list(capitest.StandardGroups, "MachineHealthCheck")[0].Object["spec"], names[len(names)-1])
 }
 
 // safeOrder: in a rollback the proxied controllers stop before any twin is deleted, and the legacy controllers
