@@ -199,3 +199,44 @@ func TestConfigWithDefaults(t *testing.T) {
 		}
 	}
 }
+
+func TestFail(t *testing.T) {
+	c := DefaultConfig()
+	o := Observation{Now: t0}
+	for _, tc := range []struct {
+		phase     Phase
+		locked    bool
+		permanent bool
+		rollback  bool
+	}{
+		{PhaseNone, false, true, false}, {PhaseLocked, true, true, true}, {PhaseCopying, true, true, true}, {PhaseResuming, true, true, true},
+		{PhaseCopying, true, false, false}, // transient: retried until the phase's deadline
+		{PhaseCommitted, true, true, false}, {PhaseCleaningUp, true, true, false}, {PhaseRollingBack, true, true, false},
+	} {
+		s := State{Phase: tc.phase, Locked: tc.locked, PhaseStarted: t0}
+		a := Fail(s, o, c, ReasonCreateFailed, tc.permanent)
+		rolled := a.Changes.Set[PhaseAnnotation] == string(PhaseRollingBack)
+		if rolled != tc.rollback {
+			t.Errorf("Fail in %q: %v, rollback %v want %v", tc.phase, a, rolled, tc.rollback)
+		}
+		if rolled && a.Changes.Set[RollbackFromAnnotation] == "" {
+			t.Errorf("Fail in %q: no rollback-from", tc.phase)
+		}
+		if !rolled && a.Kind != Wait {
+			t.Errorf("Fail in %q (not overdue): %v, want a Wait", tc.phase, a)
+		}
+	}
+	// Past the deadline after Committed or in a rollback: stalled once, then retries with back-off.
+	for _, p := range []Phase{PhaseCleaningUp, PhaseRollingBack} {
+		s := State{Phase: p, Locked: true, PhaseStarted: t0}
+		late := Observation{Now: t0.Add(c.Deadline(p) + 8*time.Minute)}
+		a := Fail(s, late, c, "action DeleteOld failed: denied", false)
+		if a.Kind != Persist || !strings.Contains(a.Changes.Set[StalledAnnotation], "denied") {
+			t.Errorf("%s overdue: %v", p, a)
+		}
+		s.Stalled = "x"
+		if a := Fail(s, late, c, "again", false); a.Kind != Wait || a.RequeueAfter != 2*time.Minute {
+			t.Errorf("%s overdue and stalled: %v, want a Wait of 2m (a quarter of 8m)", p, a)
+		}
+	}
+}

@@ -16,7 +16,7 @@ func Report(s State, now time.Time) string {
 		parts = append(parts, "rolling back: "+s.Rollback)
 	case s.Failed != "":
 		parts = append(parts, s.Failed)
-	case s.Blocked != "" && !s.InRun():
+	case s.Blocked != "" && !s.InRun() && s.Legacy:
 		b := s.Blocked
 		overdue := strings.HasPrefix(b, OverduePrefix)
 		b = strings.TrimPrefix(b, OverduePrefix)
