@@ -58,11 +58,11 @@ func newMigrateCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "capi-private migrate running (leader election %v, metrics on %s)\n", o.LeaderElection, o.MetricsAddr)
-			err = <-r.Done()
+			<-r.Done()
 			if cmd.Context().Err() != nil {
 				return nil
 			}
-			return err
+			return r.Err()
 		},
 	}
 	names := slices.Clone(controller.DefaultDeployments)
