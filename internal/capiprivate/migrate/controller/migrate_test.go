@@ -125,7 +125,9 @@ func (r *rig) startPrivateOperator() {
 func (r *rig) waitLegacyRunning(n int) {
 	r.t.Helper()
 	var err error
-	if r.before, err = r.hc.WaitMachinesRunning(r.t.Context(), capitest.StandardGroups, n, 4*time.Minute); err != nil {
+	// A loaded 2-core machine provisions a few Machines a second at best: big clusters get longer.
+	within := max(4*time.Minute, time.Duration(n)*3*time.Second)
+	if r.before, err = r.hc.WaitMachinesRunning(r.t.Context(), capitest.StandardGroups, n, within); err != nil {
 		r.t.Fatal(err)
 	}
 }
