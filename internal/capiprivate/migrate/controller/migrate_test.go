@@ -412,6 +412,20 @@ func TestMigrateEndToEnd(t *testing.T) {
 	window := r.actionTime(plan.UnpausePrivate).Sub(r.actionTime(plan.PauseLegacyCluster))
 	t.Logf("migration of %d Machines took %s; MachineDeployments could not scale for %s (pause → unpause)", mds*machines, took.Round(time.Millisecond), window.Round(time.Millisecond))
 	checkExampleMachines(t, r, mds*machines)
+	// CAPI's MachineDeployment controller copied each private MachineDeployment's annotations onto its MachineSet
+	// once unpaused: the MachineSet twins carry their MachineDeployment's migrated-from-uid, and the migration still
+	// told them apart from born objects (it would have rolled back otherwise).
+	mdFrom := map[string]string{}
+	for _, md := range r.list(capitest.PrivateGroups, "MachineDeployment") {
+		mdFrom[md.GetName()] = md.GetAnnotations()[plan.MigratedFromUIDAnnotation]
+	}
+	for _, ms := range r.list(capitest.PrivateGroups, "MachineSet") {
+		owner := ms.GetOwnerReferences()
+		if len(owner) == 0 || ms.GetAnnotations()[plan.MigratedFromUIDAnnotation] != mdFrom[owner[0].Name] {
+			t.Errorf("MachineSet %s: migrated-from-uid %s, want its MachineDeployment's (CAPI copies them): %v",
+				ms.GetName(), ms.GetAnnotations()[plan.MigratedFromUIDAnnotation], mdFrom)
+		}
+	}
 	// Every old object was deleted with clusterctl's delete-for-move annotation set first.
 	deleted, notMarked := deletes.result()
 	if len(deleted) < mds*machines*3 || len(notMarked) != 0 {
