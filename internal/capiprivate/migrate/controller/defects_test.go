@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -347,14 +345,7 @@ func TestRetryAfterIncompleteRollback(t *testing.T) {
 
 	removeCreate()
 	removeDelete()
-	r.mu.Lock()
-	r.actions = nil
-	r.mu.Unlock()
-	hc := &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name}}
-	if err := harness.Client.Patch(t.Context(), hc, client.RawPatch(types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+plan.FailedAnnotation+`":null}}}`))); err != nil {
-		t.Fatal(err)
-	}
+	r.clearFailed()
 	r.waitAnnotations("migrated on retry", 4*time.Minute, migrated)
 	if k := r.kinds(); !slices.Contains(k, plan.RemoveLeftovers) || slices.Index(k, plan.RemoveLeftovers) > slices.Index(k, plan.CopyTwins) {
 		t.Errorf("actions %v: the leftovers must be removed before the copy", k)

@@ -607,16 +607,23 @@ func TestRollbackOnDeniedCreate(t *testing.T) {
 	// The documented manual step: fix the cause, then remove migration-failed.
 	remove()
 	r.waitLegacyRunning(machines + 1)
+	r.clearFailed()
+	r.waitAnnotations("migrated on retry", 4*time.Minute, migrated)
+	r.checkMigrated(expectedCounts(mds, machines+1, true), machines+1)
+}
+
+// clearFailed is the documented manual step after a rollback: remove migration-failed (the recorded actions start
+// afresh).
+func (r *rig) clearFailed() {
+	r.t.Helper()
 	r.mu.Lock()
 	r.actions = nil
 	r.mu.Unlock()
 	hc := &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name}}
-	if err := harness.Client.Patch(t.Context(), hc, client.RawPatch(types.MergePatchType,
+	if err := harness.Client.Patch(r.t.Context(), hc, client.RawPatch(types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"`+plan.FailedAnnotation+`":null}}}`))); err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	r.waitAnnotations("migrated on retry", 4*time.Minute, migrated)
-	r.checkMigrated(expectedCounts(mds, machines+1, true), machines+1)
 }
 
 // denyLastMachineTwin denies the private create of the Machine named last (Machines are named by the MachineSet:
