@@ -179,26 +179,11 @@ func (h *Harness) StartPod(ctx context.Context, mode Mode, role, namespace strin
 	return m, nil
 }
 
-// StartOperator starts a cluster-wide fake HyperShift operator named name in mode, reconciling the HostedClusters
-// accept selects (nil: all) and logging to Reconciles. Stop it with Manager.Stop.
+// StartOperator starts a cluster-wide fake HyperShift operator named name in mode without HyperShift's scoping,
+// reconciling the HostedClusters accept selects (nil: all) and logging to Reconciles (StartHyperShiftOperator with
+// a nil environment). Stop it with Manager.Stop.
 func (h *Harness) StartOperator(ctx context.Context, name string, mode Mode, accept func(*hyperv1.HostedCluster) bool) (*Manager, error) {
-	cfg, err := h.Config(mode, "hypershift-operator", "")
-	if err != nil {
-		return nil, err
-	}
-	m, err := StartManager(cfg, ManagerOptions{
-		Name:       "hypershift-operator-" + name,
-		Components: []Component{HostedClusterOperator{Name: name, Accept: accept, Log: h.Reconciles}},
-		Log:        h.opts.Log.WithName("hypershift-operator-" + name),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := m.WaitReady(ctx); err != nil {
-		_ = m.Stop()
-		return nil, err
-	}
-	return m, nil
+	return h.StartHyperShiftOperator(ctx, name, mode, nil, accept)
 }
 
 // Stop stops the deployment player and every simulated pod it runs.

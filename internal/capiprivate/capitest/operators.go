@@ -19,10 +19,12 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/secret"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -104,28 +106,34 @@ func (r *cpoReconciler) ensureKubeconfig(ctx context.Context, hcp *hyperv1.Hoste
 	}
 }
 
-// ReconcileLog records which fake HostedCluster operator reconciled which HostedCluster when (reference §10.1: the
-// fake legacy and private operators log reconciles through their scope filter), so tests can assert that at most
-// one operator, and none while a migration holds the lock, touched a HostedCluster.
+// ReconcileLog records, per fake HostedCluster operator, every reconcile of a HostedCluster and every event on a
+// HostedCluster its scope predicate turned away, so tests can assert which operator reconciled a HostedCluster,
+// that none did while a migration held the lock, and that they had their chance (they saw it and skipped it).
 type ReconcileLog struct {
 	mu      sync.Mutex
 	entries []Reconciled
 }
 
-// Reconciled is one reconcile of a HostedCluster by a fake operator.
+// Reconciled is one reconcile of a HostedCluster by a fake operator, or (Skipped) one event on it that the
+// operator's scope predicate turned away.
 type Reconciled struct {
 	Operator      string
 	HostedCluster types.NamespacedName
 	Time          time.Time
+	// Scope is the HostedCluster's scope annotation the operator saw.
+	Scope string
+	// Skipped: the scope predicate turned the event away (no reconcile).
+	Skipped bool
 }
 
-func (l *ReconcileLog) add(op string, hc types.NamespacedName) {
+func (l *ReconcileLog) add(e Reconciled) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.entries = append(l.entries, Reconciled{Operator: op, HostedCluster: hc, Time: time.Now()})
+	e.Time = time.Now()
+	l.entries = append(l.entries, e)
 }
 
-// Entries returns every reconcile so far, in order.
+// Entries returns every entry so far, in order.
 func (l *ReconcileLog) Entries() []Reconciled {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -134,28 +142,127 @@ func (l *ReconcileLog) Entries() []Reconciled {
 
 // Count is how many times operator reconciled hc ("" counts every operator).
 func (l *ReconcileLog) Count(operator string, hc types.NamespacedName) int {
+	return l.count(operator, hc, false)
+}
+
+// Skips is how many events on hc operator's scope predicate turned away ("" counts every operator).
+func (l *ReconcileLog) Skips(operator string, hc types.NamespacedName) int {
+	return l.count(operator, hc, true)
+}
+
+func (l *ReconcileLog) count(operator string, hc types.NamespacedName, skipped bool) int {
 	n := 0
 	for _, e := range l.Entries() {
-		if e.HostedCluster == hc && (operator == "" || e.Operator == operator) {
+		if e.HostedCluster == hc && (operator == "" || e.Operator == operator) && e.Skipped == skipped {
 			n++
 		}
 	}
 	return n
 }
 
-// HostedClusterOperator is a fake HyperShift operator (reference §10.1), cluster-wide: for each HostedCluster it
-// accepts it copies the HostedControlPlane's endpoint to the HostedCluster's status (with Available), and marks the
-// externally managed KubevirtCluster <infraID> of the control plane namespace provisioned (status.ready, and
+// HyperShift's operator settings and annotations for scoping (support/k8sutil/constants.go).
+const (
+	// EnableScopingEnv "true" turns HyperShift's HostedCluster scoping on.
+	EnableScopingEnv = "ENABLE_HOSTEDCLUSTERS_ANNOTATION_SCOPING"
+	// ScopeEnv is the scope an operator serves ("" or unset: the HostedClusters without a scope).
+	ScopeEnv = "HOSTEDCLUSTERS_SCOPE_ANNOTATION"
+	// ScopeAnnotation is the HostedCluster's scope.
+	ScopeAnnotation = "hypershift.openshift.io/scope"
+	// NodePoolAnnotation links an object to its NodePool ("<namespace>/<name>").
+	NodePoolAnnotation = "hypershift.openshift.io/nodePool"
+)
+
+// ScopeMatches is HyperShift's scoping rule (PredicatesForHostedClusterAnnotationScoping, support/util/util.go),
+// written down here rather than imported: env is the operator's environment, hcScope the scope annotation of the
+// HostedCluster an event's object belongs to ("" when it has none or cannot be found).
+//   - scoping not enabled (EnableScopingEnv is not "true"): every event passes;
+//   - the operator serves no scope and the HostedCluster has none: passes;
+//   - otherwise it passes only when the HostedCluster's scope equals the operator's.
+func ScopeMatches(env map[string]string, hcScope string) bool {
+	if env[EnableScopingEnv] != "true" {
+		return true
+	}
+	if hcScope == "" && env[ScopeEnv] == "" {
+		return true
+	}
+	return hcScope == env[ScopeEnv]
+}
+
+// LegacyOperatorEnv is the environment of the legacy HyperShift operator (scope legacy), PrivateOperatorEnv the
+// private one's: the default operator, serving the HostedClusters without a scope.
+var (
+	LegacyOperatorEnv  = map[string]string{EnableScopingEnv: "true", ScopeEnv: "legacy"}
+	PrivateOperatorEnv = map[string]string{EnableScopingEnv: "true"}
+)
+
+// hostedClusterOf is HyperShift's getHostedClusterScopeAnnotation lookup: the HostedCluster an object belongs to
+// (itself; a NodePool's spec.clusterName; otherwise through its nodePool or cluster annotation), nil when
+// there is none or it cannot be read (HyperShift then takes the scope as "").
+func hostedClusterOf(ctx context.Context, r client.Reader, obj client.Object) *hyperv1.HostedCluster {
+	var key string
+	switch o := obj.(type) {
+	case *hyperv1.HostedCluster:
+		return o
+	case *hyperv1.NodePool:
+		key = o.Namespace + "/" + o.Spec.ClusterName
+	default:
+		key = obj.GetAnnotations()[HostedClusterAnnotation]
+		if np := obj.GetAnnotations()[NodePoolAnnotation]; np != "" {
+			ns, name, _ := strings.Cut(np, "/")
+			pool := &hyperv1.NodePool{}
+			if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pool); err != nil {
+				return nil
+			}
+			key = pool.Namespace + "/" + pool.Spec.ClusterName
+		}
+	}
+	ns, name, found := strings.Cut(key, "/")
+	if !found {
+		return nil
+	}
+	hc := &hyperv1.HostedCluster{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, hc); err != nil {
+		return nil
+	}
+	return hc
+}
+
+// HostedClusterOperator is a fake HyperShift operator, cluster-wide: for each HostedCluster it reconciles it copies
+// the HostedControlPlane's endpoint to the HostedCluster's status (with Available), and marks the externally
+// managed KubevirtCluster <infraID> of the control plane namespace provisioned (status.ready, and
 // spec.controlPlaneEndpoint, which HyperShift sets only on some platforms). It creates nothing: CreateHostedCluster
 // plays the operator's creates.
+//
+// Its scoping is HyperShift's, exactly: Env is read like HyperShift reads its environment, and ScopeMatches filters
+// the events of every watch (the HostedCluster, and the objects that name one) — the reconciler itself does not
+// check the scope again, as HyperShift's does not.
 type HostedClusterOperator struct {
 	// Name identifies the operator in Log (e.g. "legacy", "private").
 	Name string
-	// Accept chooses the HostedClusters it reconciles (nil: all), e.g. a scope predicate. It is evaluated at every
-	// reconcile, on the current object.
+	// Env is the operator's environment (EnableScopingEnv, ScopeEnv); nil: scoping off.
+	Env map[string]string
+	// Accept, when set, keeps tests apart (e.g. by namespace); it is no part of HyperShift's behaviour. It is
+	// evaluated at every reconcile, on the current object, and before logging a skipped event.
 	Accept func(*hyperv1.HostedCluster) bool
-	// Log records every accepted reconcile (optional).
+	// Log records every accepted reconcile and every event on an accepted HostedCluster the scope turned away
+	// (optional).
 	Log *ReconcileLog
+}
+
+// scopePredicate is HyperShift's event filter for o's Env, logging what it turns away.
+func (o HostedClusterOperator) scopePredicate(r client.Reader) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		hc := hostedClusterOf(context.Background(), r, obj)
+		scope := ""
+		if hc != nil {
+			scope = hc.Annotations[ScopeAnnotation]
+		}
+		pass := ScopeMatches(o.Env, scope)
+		if !pass && hc != nil && o.Log != nil && (o.Accept == nil || o.Accept(hc)) {
+			o.Log.add(Reconciled{Operator: o.Name, HostedCluster: client.ObjectKeyFromObject(hc), Scope: scope, Skipped: true})
+		}
+		return pass
+	})
 }
 
 // Setup implements Component.
@@ -167,10 +274,11 @@ func (o HostedClusterOperator) Setup(_ context.Context, mgr ctrl.Manager) error 
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 	})
+	scoped := builder.WithPredicates(o.scopePredicate(mgr.GetClient()))
 	return ctrl.NewControllerManagedBy(mgr).Named("fake-hypershift-operator-"+o.Name).
-		For(&hyperv1.HostedCluster{}).
-		Watches(&hyperv1.HostedControlPlane{}, toHostedCluster).
-		Watches(newObject(KubevirtClusterGVK), toHostedCluster).
+		For(&hyperv1.HostedCluster{}, scoped).
+		Watches(&hyperv1.HostedControlPlane{}, toHostedCluster, scoped).
+		Watches(newObject(KubevirtClusterGVK), toHostedCluster, scoped).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(&hoReconciler{HostedClusterOperator: o, client: mgr.GetClient()})
 }
@@ -189,7 +297,7 @@ func (r *hoReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, nil
 	}
 	if r.Log != nil {
-		r.Log.add(r.Name, req.NamespacedName)
+		r.Log.add(Reconciled{Operator: r.Name, HostedCluster: req.NamespacedName, Scope: hc.Annotations[ScopeAnnotation]})
 	}
 	if !hc.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
@@ -214,6 +322,29 @@ func (r *hoReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, r.client.Status().Patch(ctx, hc, client.MergeFrom(orig))
+}
+
+// StartHyperShiftOperator starts a cluster-wide fake HyperShift operator named name in mode with environment env
+// (LegacyOperatorEnv, PrivateOperatorEnv, or nil for no scoping), reconciling through accept (nil: all; a test
+// filter, no part of HyperShift) and logging to Reconciles. Stop it with Manager.Stop.
+func (h *Harness) StartHyperShiftOperator(ctx context.Context, name string, mode Mode, env map[string]string, accept func(*hyperv1.HostedCluster) bool) (*Manager, error) {
+	cfg, err := h.Config(mode, "hypershift-operator", "")
+	if err != nil {
+		return nil, err
+	}
+	m, err := StartManager(cfg, ManagerOptions{
+		Name:       "hypershift-operator-" + name,
+		Components: []Component{HostedClusterOperator{Name: name, Env: env, Accept: accept, Log: h.Reconciles}},
+		Log:        h.opts.Log.WithName("hypershift-operator-" + name),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.WaitReady(ctx); err != nil {
+		_ = m.Stop()
+		return nil, err
+	}
+	return m, nil
 }
 
 func (r *hoReconciler) markInfrastructure(ctx context.Context, hcp *hyperv1.HostedControlPlane) error {

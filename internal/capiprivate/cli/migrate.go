@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/go-logr/logr"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -57,11 +58,11 @@ func newMigrateCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "capi-private migrate running (leader election %v, metrics on %s)\n", o.LeaderElection, o.MetricsAddr)
-			err = <-r.Done()
+			<-r.Done()
 			if cmd.Context().Err() != nil {
 				return nil
 			}
-			return err
+			return r.Err()
 		},
 	}
 	names := slices.Clone(controller.DefaultDeployments)
@@ -74,11 +75,24 @@ func newMigrateCommand() *cobra.Command {
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":9442", "address of /metrics (0: off)")
 	f.StringVar(&o.HealthAddr, "health-probe-bind-address", ":9443", "address of /healthz and /readyz (0: off)")
 	f.StringVar(&o.ProbeNamespace, "probe-namespace", "default", "existing namespace of the conversion webhook probe (a dry-run create)")
-	f.DurationVar(&o.Config.QuietWindow, "quiet-window", o.Config.QuietWindow, "Quiescing: how long only the migrator may write the standard objects")
-	f.DurationVar(&o.Config.QuiesceTimeout, "quiesce-timeout", o.Config.QuiesceTimeout, "Quiescing: how long the legacy pods may take to go")
-	f.DurationVar(&o.Config.SwitchTimeout, "switch-timeout", o.Config.SwitchTimeout, "Switching: how long the proxied workloads may take to become Available")
-	f.DurationVar(&o.Config.HealthWindow, "health-window", o.Config.HealthWindow, "Resuming: how long the cluster must stay green")
-	f.DurationVar(&o.Config.ResumeTimeout, "resume-timeout", o.Config.ResumeTimeout, "Resuming: how long it may take to turn green")
+	for _, d := range []struct {
+		v          *time.Duration
+		name, help string
+	}{
+		{&o.Config.QuietWindow, "quiet-window", "Quiescing: how long only the migrator may write the standard objects"},
+		{&o.Config.HealthWindow, "health-window", "Resuming: how long the cluster must stay green"},
+		{&o.Config.QuiesceTimeout, "quiesce-timeout", "deadline of Quiescing (legacy pods gone, quiet window held)"},
+		{&o.Config.CopyTimeout, "copy-timeout", "deadline of Copying"},
+		{&o.Config.RepointTimeout, "repoint-timeout", "deadline of Repointing"},
+		{&o.Config.VerifyTimeout, "verify-timeout", "deadline of Verifying"},
+		{&o.Config.SwitchTimeout, "switch-timeout", "deadline of Switching (proxied workloads Available)"},
+		{&o.Config.ResumeTimeout, "resume-timeout", "deadline of Resuming to turn green (the health window comes on top)"},
+		{&o.Config.RollbackTimeout, "rollback-timeout", "deadline of a rollback: past it, it gives the cluster back to the legacy controllers and leaves the twins for the next run"},
+		{&o.Config.CleanupTimeout, "cleanup-timeout", "deadline of CleaningUp: past it, the phase is reported stalled and retried with back-off"},
+		{&o.Config.BlockedTimeout, "blocked-timeout", "how long a legacy HostedCluster may be blocked by its preconditions before it is reported overdue"},
+	} {
+		f.DurationVar(d.v, d.name, *d.v, d.help)
+	}
 	f.Func("deployments", "comma-separated Deployments quiesced and switched per hosted control plane (default "+strings.Join(names, ",")+")", func(v string) error {
 		var list []string
 		for _, n := range strings.Split(v, ",") {
@@ -112,7 +126,7 @@ func newMigrateStatusCommand() *cobra.Command {
 			if err := c.List(cmd.Context(), list, client.InNamespace(namespace)); err != nil {
 				return err
 			}
-			return writeStatus(cmd.OutOrStdout(), list.Items)
+			return writeStatus(cmd.OutOrStdout(), list.Items, time.Now())
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
@@ -121,8 +135,9 @@ func newMigrateStatusCommand() *cobra.Command {
 }
 
 // writeStatus prints one line per HostedCluster, sorted by namespace and name: its state (legacy, in_progress,
-// migrated, failed, unclassified), phase, run id, start time and failure or rollback reason.
-func writeStatus(w io.Writer, hcs []hyperv1.HostedCluster) error {
+// migrated, failed, unclassified, other_scope), phase, run id, start time, and what plan.Report says: a failure or
+// rollback and its reason, a stalled phase, or the preconditions blocking a legacy HostedCluster and for how long.
+func writeStatus(w io.Writer, hcs []hyperv1.HostedCluster, now time.Time) error {
 	slices.SortFunc(hcs, func(a, b hyperv1.HostedCluster) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
@@ -130,18 +145,12 @@ func writeStatus(w io.Writer, hcs []hyperv1.HostedCluster) error {
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tSTATE\tPHASE\tRUN\tSTARTED\tREASON")
 	for _, hc := range hcs {
 		s := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
-		started, reason := "-", "-"
+		started := "-"
 		if !s.Started.IsZero() {
 			started = s.Started.UTC().Format("2006-01-02T15:04:05Z")
 		}
-		switch {
-		case s.Rollback != "":
-			reason = "rolling back: " + s.Rollback
-		case s.Failed != "":
-			reason = s.Failed
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", hc.Namespace, hc.Name, scope.State(hc.Annotations),
-			orDash(string(s.Phase)), orDash(s.ID), started, reason)
+			orDash(string(s.Phase)), orDash(s.ID), started, plan.Report(s, now))
 	}
 	return tw.Flush()
 }

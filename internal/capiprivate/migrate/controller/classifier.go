@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,13 +19,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/scope"
 )
 
-// Classifier assigns each HostedCluster its scope (reference §8.6) and keeps it consistent: it runs continuously in
-// `capi-private migrate`, so its initial list is the startup scan of the HostedClusters created before either
-// operator started. It reads the Clusters live, and writes with a resourceVersion precondition, so a HostedCluster
-// that changed in between is looked at again rather than misclassified.
+// Classifier assigns each HostedCluster its scope and keeps it consistent: it runs continuously in
+// `capi-private migrate`, so its initial list is the startup scan of the HostedClusters created before the private
+// operator starts — every one with a standard Cluster gets scope: legacy, which is what closes the startup race
+// (docs/capi-private-migration.md, install order). It reads the Clusters live, and writes with a resourceVersion
+// precondition, so a HostedCluster that changed in between is looked at again rather than misclassified.
 type Classifier struct {
 	// Client must be uncached (the migrator's).
 	Client client.Client
@@ -55,17 +58,41 @@ func (c *Classifier) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(c)
 }
 
-// hasCluster reports whether namespace holds a Cluster of gvk's group (false when the CRD is missing).
-func (c *Classifier) hasCluster(ctx context.Context, namespace string, gvk schema.GroupVersionKind) (bool, error) {
+// clusters lists the Clusters of gvk's group in namespace (none when the CRD is missing).
+func (c *Classifier) clusters(ctx context.Context, namespace string, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk)
-	if err := c.Client.List(ctx, list, client.InNamespace(namespace), client.Limit(1)); err != nil {
+	if err := c.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, nil
 		}
-		return false, err
+		return nil, err
 	}
-	return len(list.Items) > 0, nil
+	return list.Items, nil
+}
+
+// observe reads where the HostedCluster's Cluster is. A private Cluster that copies the standard one (its
+// migrated-from-uid is the standard Cluster's UID: a twin, or a rolled-back run's leftover) is not a second
+// Cluster.
+func (c *Classifier) observe(ctx context.Context, namespace string) (scope.Observed, error) {
+	std, err := c.clusters(ctx, namespace, standardCluster)
+	if err != nil {
+		return scope.Observed{}, err
+	}
+	priv := standardCluster
+	priv.Group, _ = c.Mapping.ToPrivate(priv.Group)
+	private, err := c.clusters(ctx, namespace, priv)
+	if err != nil {
+		return scope.Observed{}, err
+	}
+	o := scope.Observed{StandardCluster: len(std) > 0}
+	for _, p := range private {
+		from := p.GetAnnotations()[plan.MigratedFromUIDAnnotation]
+		if !slices.ContainsFunc(std, func(s unstructured.Unstructured) bool { return from != "" && string(s.GetUID()) == from }) {
+			o.PrivateCluster = true
+		}
+	}
+	return o, nil
 }
 
 // Reconcile classifies one HostedCluster.
@@ -77,15 +104,8 @@ func (c *Classifier) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.Client.Get(ctx, req.NamespacedName, hc); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	ns := ControlPlaneNamespace(hc)
-	var o scope.Observed
-	var err error
-	if o.StandardCluster, err = c.hasCluster(ctx, ns, standardCluster); err != nil {
-		return reconcile.Result{}, err
-	}
-	priv := standardCluster
-	priv.Group, _ = c.Mapping.ToPrivate(priv.Group)
-	if o.PrivateCluster, err = c.hasCluster(ctx, ns, priv); err != nil {
+	o, err := c.observe(ctx, ControlPlaneNamespace(hc))
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	d := scope.Classify(hc.Annotations, o)

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -17,7 +18,7 @@ import (
 
 // execute persists a's Changes, then performs its I/O. Every action is idempotent: it re-reads what it changes
 // and skips what is already done, so a repeat after a crash is harmless.
-func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, s plan.State, o plan.Observation, g graph, a plan.Action) error {
+func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, s plan.State, g graph, a plan.Action) error {
 	if err := m.persist(ctx, hc, s, a); err != nil {
 		return err
 	}
@@ -29,10 +30,14 @@ func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 		return m.setPaused(ctx, clusterOf(g.old), true)
 	case plan.ScaleDownLegacy:
 		return m.opts.Switcher.ScaleDownLegacy(ctx, ns)
+	case plan.RepointFromLeftovers:
+		return m.repoint(ctx, g, g.id.Leftovers.Invert(g.old))
+	case plan.RemoveLeftovers:
+		return m.remove(ctx, g.id.LeftoverObjects)
 	case plan.CopyTwins:
 		return m.copyTwins(ctx, g, s.ID)
 	case plan.RepointToTwins:
-		return m.repoint(ctx, ns, g.twins)
+		return m.repoint(ctx, g, g.id.Twins)
 	case plan.Switch:
 		return m.opts.Switcher.Switch(ctx, ns)
 	case plan.UnpausePrivate:
@@ -44,20 +49,11 @@ func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 	case plan.PausePrivate:
 		return m.setPaused(ctx, clusterOf(g.private), true)
 	case plan.RepointToOld:
-		return m.repoint(ctx, ns, g.twins.Invert(g.old))
+		return m.repoint(ctx, g, g.id.Twins.Invert(g.old))
 	case plan.DeleteTwins:
-		// The twins are the private objects named like an old one; born objects are kept (only a running
-		// provider could release their instances).
-		var twins []unstructured.Unstructured
-		isTwin := map[types.UID]bool{}
-		for _, r := range g.twins {
-			isTwin[r.UID] = true
-		}
-		for i := range g.private {
-			if isTwin[g.private[i].GetUID()] {
-				twins = append(twins, g.private[i])
-			}
-		}
+		// Only this run's twins: born objects (only a running provider could release their instances), strays
+		// and an earlier run's leftovers are left alone.
+		twins := m.twinsOf(g)
 		if m.opts.Config.EnhancementRollbackOrder {
 			return m.deleteLikeTheEnhancement(ctx, twins)
 		}
@@ -74,6 +70,21 @@ func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 	return fmt.Errorf("unknown action %s", a.Kind)
 }
 
+// twinsOf are the private objects Identify took for this run's twins.
+func (m *Migrator) twinsOf(g graph) []unstructured.Unstructured {
+	isTwin := map[types.UID]bool{}
+	for _, r := range g.id.Twins {
+		isTwin[r.UID] = true
+	}
+	var out []unstructured.Unstructured
+	for i := range g.private {
+		if isTwin[g.private[i].GetUID()] {
+			out = append(out, g.private[i])
+		}
+	}
+	return out
+}
+
 // setPaused sets a Cluster's spec.paused (a no-op for a nil Cluster or when already so).
 func (m *Migrator) setPaused(ctx context.Context, cl *unstructured.Unstructured, p bool) error {
 	if cl == nil || paused(cl) == p {
@@ -82,13 +93,13 @@ func (m *Migrator) setPaused(ctx context.Context, cl *unstructured.Unstructured,
 	return m.c.Patch(ctx, cl, rawMerge(map[string]any{"spec": map[string]any{"paused": p}}))
 }
 
-// copyTwins creates the missing twins owners first, and writes the status of twins that lack it. An admission
-// denial or a name taken by a foreign object is permanent (create-failed); anything else is retried.
+// copyTwins creates the missing twins owners first, then for each twin writes its status (create ignores it) and
+// sets its managedFields back to the old object's, translated: the create and the status write made the migrator
+// a manager of every field, which would keep a field alive after its real manager stops applying it. Twins left
+// incomplete by a crash are completed. An admission denial or a name taken by another object is permanent
+// (create-failed); anything else is retried.
 func (m *Migrator) copyTwins(ctx context.Context, g graph, id string) error {
-	twins := plan.UIDMap{}
-	for k, v := range g.twins {
-		twins[k] = v
-	}
+	twins := maps.Clone(g.id.Twins)
 	byUID := map[types.UID]*unstructured.Unstructured{}
 	for i := range g.private {
 		byUID[g.private[i].GetUID()] = &g.private[i]
@@ -98,14 +109,9 @@ func (m *Migrator) copyTwins(ctx context.Context, g graph, id string) error {
 		if err != nil {
 			return &permanentError{reason: plan.ReasonCreateFailed, err: err}
 		}
-		var created *unstructured.Unstructured
-		if ref, ok := twins[old.GetUID()]; ok {
-			created = byUID[ref.UID]
-			if created == nil || !plan.StatusPending(&old, created) {
-				continue
-			}
-		} else {
-			created = tw.Object.DeepCopy()
+		created, fresh := byUID[twins[old.GetUID()].UID], false
+		if created == nil {
+			created, fresh = tw.Object.DeepCopy(), true
 			if err := m.c.Create(ctx, created); err != nil {
 				if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsAlreadyExists(err) || apierrors.IsBadRequest(err) {
 					return &permanentError{reason: plan.ReasonCreateFailed, err: fmt.Errorf("creating the twin of %s %s: %w", old.GetKind(), old.GetName(), err)}
@@ -115,24 +121,27 @@ func (m *Migrator) copyTwins(ctx context.Context, g graph, id string) error {
 			twins[old.GetUID()] = plan.RefOf(created)
 			m.opts.Metrics.ObjectsCopied.WithLabelValues(old.GetKind()).Inc()
 		}
-		if st := plan.TwinStatus(tw, created.GetGeneration()); st != nil {
+		if st := plan.TwinStatus(tw, created.GetGeneration()); st != nil && (fresh || plan.StatusPending(&old, created)) {
 			created.Object["status"] = st
 			if err := m.c.Status().Update(ctx, created); err != nil {
 				return fmt.Errorf("writing the status of the twin of %s %s: %w", old.GetKind(), old.GetName(), err)
+			}
+		}
+		want := tw.Object.GetManagedFields()
+		if len(want) > 0 && (fresh || plan.ManagedFieldsPending(created, want)) {
+			body := map[string]any{"metadata": map[string]any{"managedFields": want, "resourceVersion": created.GetResourceVersion()}}
+			if err := m.c.Patch(ctx, created, rawMerge(body)); err != nil {
+				return fmt.Errorf("setting the managedFields of the twin of %s %s: %w", old.GetKind(), old.GetName(), err)
 			}
 		}
 	}
 	return nil
 }
 
-// repoint re-points, in namespace, the ownerReferences of every object outside the mapped groups from the keys
-// of to onto its values (optimistically: a concurrent write makes the pass retry).
-func (m *Migrator) repoint(ctx context.Context, namespace string, to plan.UIDMap) error {
-	uids := map[types.UID]bool{}
-	for k := range to {
-		uids[k] = true
-	}
-	deps, err := m.dependents(ctx, namespace, uids)
+// repoint re-points, in the hosted control plane namespace, the ownerReferences of every object outside the
+// mapped groups from the keys of to onto its values (optimistically: a concurrent write makes the pass retry).
+func (m *Migrator) repoint(ctx context.Context, g graph, to plan.UIDMap) error {
+	deps, err := m.dependents(ctx, g, to)
 	if err != nil {
 		return err
 	}
@@ -156,34 +165,38 @@ func (m *Migrator) repoint(ctx context.Context, namespace string, to plan.UIDMap
 // gcFinalizers are the garbage collector's own finalizers: removing them would skip its orphaning.
 var gcFinalizers = []string{metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents}
 
-// remove deletes objects dependents first without triggering a delete anywhere: it strips every finalizer but
-// the garbage collector's (with a resourceVersion precondition), then deletes with propagationPolicy Orphan and a
-// uid precondition. The object never carries a deletionTimestamp while a controller finalizer is on it, so no
-// controller ever starts its delete path (drain, Node deletion, instance deletion) for it; and Orphan keeps the
-// garbage collector from cascading into anything that still names it. Callers guarantee nothing reconciles these
-// objects (the legacy controllers, or the proxied ones in a rollback, are stopped).
+// remove deletes objects dependents first without triggering a delete anywhere. One patch (with a
+// resourceVersion precondition) sets clusterctl's delete-for-move annotation, the hint providers' webhooks and
+// controllers expect on an object a move deletes, and strips every finalizer but the garbage collector's; then a
+// delete with propagationPolicy Orphan and a uid precondition. The object never carries a deletionTimestamp while a
+// controller finalizer is on it, so no controller ever starts its delete path (drain, Node deletion, instance
+// deletion) for it; and Orphan keeps the garbage collector from cascading into anything that still names it.
+// Callers guarantee nothing reconciles these objects (the legacy controllers, or the proxied ones in a rollback,
+// are stopped; leftovers are paused and nothing proxied runs).
 func (m *Migrator) remove(ctx context.Context, objs []unstructured.Unstructured) error {
 	ordered := plan.Order(objs)
 	slices.Reverse(ordered)
 	for i := range ordered {
 		o := &ordered[i]
-		if o.GetDeletionTimestamp() != nil && len(o.GetFinalizers()) == 0 {
-			continue
-		}
+		deleting := o.GetDeletionTimestamp() != nil
 		keep := slices.DeleteFunc(slices.Clone(o.GetFinalizers()), func(f string) bool { return !slices.Contains(gcFinalizers, f) })
-		if len(keep) != len(o.GetFinalizers()) {
-			body := map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": o.GetResourceVersion()}}
+		_, marked := o.GetAnnotations()[plan.DeleteForMoveAnnotation]
+		if len(keep) != len(o.GetFinalizers()) || !marked && !deleting {
+			meta := map[string]any{"finalizers": keep, "resourceVersion": o.GetResourceVersion()}
 			if keep == nil {
-				body["metadata"].(map[string]any)["finalizers"] = nil
+				meta["finalizers"] = nil
 			}
-			if err := m.c.Patch(ctx, o, rawMerge(body)); err != nil {
+			if !deleting {
+				meta["annotations"] = map[string]any{plan.DeleteForMoveAnnotation: ""}
+			}
+			if err := m.c.Patch(ctx, o, rawMerge(map[string]any{"metadata": meta})); err != nil {
 				if apierrors.IsNotFound(err) {
 					continue
 				}
-				return fmt.Errorf("stripping finalizers of %s %s: %w", o.GetKind(), o.GetName(), err)
+				return fmt.Errorf("preparing %s %s for deletion: %w", o.GetKind(), o.GetName(), err)
 			}
 		}
-		if o.GetDeletionTimestamp() != nil {
+		if deleting {
 			continue // already deleted: the garbage collector finishes it
 		}
 		uid := o.GetUID()

@@ -21,10 +21,13 @@ type Metrics struct {
 	Rollbacks, Failures *prometheus.CounterVec
 	// ObjectsCopied, DependentsRepointed and OldObjectsDeleted count by kind.
 	ObjectsCopied, DependentsRepointed, OldObjectsDeleted *prometheus.CounterVec
+	// Stalled is 1 while a phase that cannot roll back (clean-up after Committed) is past its deadline and
+	// retrying (alert on it).
+	Stalled *prometheus.GaugeVec
+	// BlockedSince is when a legacy HostedCluster's preconditions began blocking its migration (alert on
+	// time() - value).
+	BlockedSince *prometheus.GaugeVec
 }
-
-// States are the values of HostedClusters' state label.
-var States = []string{"legacy", "in_progress", "migrated", "failed", "unclassified"}
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -50,10 +53,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Objects whose ownerReferences were re-pointed (to the twins, or back in a rollback), by kind."}, []string{"kind"}),
 		OldObjectsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "old_objects_deleted_total",
 			Help: "Objects removed without a provider delete (old objects after commit, twins in a rollback), by kind."}, []string{"kind"}),
+		Stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "stalled",
+			Help: "1 while a migration phase that cannot roll back is past its deadline and retrying with back-off."}, []string{"namespace", "name", "phase"}),
+		BlockedSince: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "blocked_since_timestamp_seconds",
+			Help: "Unix time since which a legacy HostedCluster's preconditions block its migration."}, []string{"namespace", "name"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.HostedClusters, m.Phase, m.StartTimestamp, h, m.Rollbacks, m.Failures, m.ObjectsCopied,
-			m.DependentsRepointed, m.OldObjectsDeleted)
+			m.DependentsRepointed, m.OldObjectsDeleted, m.Stalled, m.BlockedSince)
 	}
 	return m
 }

@@ -1,8 +1,8 @@
-// Package controller runs capi-private's migration (reference capi-private.md §8): a leader-elected migrator that
-// moves legacy HostedClusters' Cluster API objects into the private groups one hosted cluster at a time, and the
-// classifier that assigns every HostedCluster its scope. It only observes and executes: every decision is
-// package plan's (Step) or package scope's (Classify), and all state lives in the cluster (HostedCluster
-// annotations, twins' migrated-from-uid, recorded Deployment replicas), so a kill anywhere resumes.
+// Package controller runs capi-private's migration: a leader-elected migrator that moves legacy HostedClusters'
+// Cluster API objects into the private groups one hosted cluster at a time, and the classifier that assigns every
+// HostedCluster its scope. It only observes and executes: every decision is package plan's (Step) or package
+// scope's (Classify), and all state lives in the cluster (HostedCluster annotations, twins' migrated-from-uid and
+// run id, recorded Deployment replicas), so a kill anywhere resumes.
 package controller
 
 import (
@@ -12,16 +12,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -42,35 +37,13 @@ import (
 // LeaderElectionID is the Lease the migrate command is elected on.
 const LeaderElectionID = "capi-private-migrate"
 
-// DefaultKinds are the standard kinds a migration moves, at the version it reads and writes them (core v1beta2,
-// CAPK v1alpha1). A kind whose CRD is not installed is skipped.
-var DefaultKinds = []schema.GroupVersionKind{
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Cluster"},
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "ClusterClass"},
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDeployment"},
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineSet"},
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Machine"},
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineHealthCheck"},
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachinePool"},
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDrainRule"},
-	{Group: "addons.cluster.x-k8s.io", Version: "v1beta2", Kind: "ClusterResourceSet"},
-	{Group: "addons.cluster.x-k8s.io", Version: "v1beta2", Kind: "ClusterResourceSetBinding"},
-	{Group: "ipam.cluster.x-k8s.io", Version: "v1beta2", Kind: "IPAddressClaim"},
-	{Group: "ipam.cluster.x-k8s.io", Version: "v1beta2", Kind: "IPAddress"},
-	{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "KubevirtCluster"},
-	{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "KubevirtClusterTemplate"},
-	{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "KubevirtMachineTemplate"},
-	{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "KubevirtMachine"},
-}
-
 // Options configure a Migrator. Zero values take the defaults.
 type Options struct {
-	// Config is the state machine's timing (plan.DefaultConfig()).
+	// Config is the state machine's timing; zero fields take plan.DefaultConfig()'s.
 	Config plan.Config
-	// Mapping is the group table (groups.Default).
+	// Mapping is the group table (groups.Default). The kinds moved are discovered: every namespaced kind of a
+	// standard group of the table whose private CRD is installed.
 	Mapping *groups.Mapping
-	// Kinds are the standard kinds moved (DefaultKinds).
-	Kinds []schema.GroupVersionKind
 	// Switcher moves the controllers (a DeploymentSwitcher over DefaultDeployments).
 	Switcher Switcher
 	// Namespace limits the migrator and the classifier to the HostedClusters of one namespace ("" = all).
@@ -88,6 +61,8 @@ type Options struct {
 	NewID func() string
 	// AfterAction, when set, is called after each executed action (tests kill the migrator there).
 	AfterAction func(hc types.NamespacedName, phase plan.Phase, a plan.Action)
+	// OnWait, when set, is called for each Wait Step decides (tests count the chances the migrator had).
+	OnWait func(hc types.NamespacedName, phase plan.Phase, a plan.Action)
 }
 
 // Migrator is the migration controller. Build it with New and add it to a manager with SetupWithManager.
@@ -96,6 +71,9 @@ type Migrator struct {
 	disc   discovery.DiscoveryInterface
 	opts   Options
 	copier *plan.Copier
+
+	mu        sync.Mutex
+	holdUntil time.Time // no pass before this (an action was undone: retry later, not at once)
 }
 
 // New builds a Migrator talking to kube-apiserver directly (never through the proxy: it sees both group sets).
@@ -111,17 +89,14 @@ func New(cfg *rest.Config, o Options) (*Migrator, error) {
 	return NewWithClient(c, disc, o), nil
 }
 
-// NewWithClient builds a Migrator on an existing uncached client.
+// NewWithClient builds a Migrator on an existing uncached client. Every write carries the field manager
+// plan.FieldManager.
 func NewWithClient(c client.Client, disc discovery.DiscoveryInterface, o Options) *Migrator {
-	if o.Config == (plan.Config{}) {
-		o.Config = plan.DefaultConfig()
-	}
+	o.Config = o.Config.WithDefaults()
 	if o.Mapping == nil {
 		o.Mapping = groups.Default
 	}
-	if len(o.Kinds) == 0 {
-		o.Kinds = DefaultKinds
-	}
+	c = client.WithFieldOwner(c, plan.FieldManager)
 	if o.Switcher == nil {
 		o.Switcher = DeploymentSwitcher{Client: c}
 	}
@@ -177,6 +152,12 @@ const maxStepsPerPass = 200
 // Reconcile is one pass: update the gauges, then take the HostedClusters in plan.Queue order and drive the first
 // one that has work until it has to wait.
 func (m *Migrator) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	m.mu.Lock()
+	hold := time.Until(m.holdUntil)
+	m.mu.Unlock()
+	if hold > 0 {
+		return reconcile.Result{RequeueAfter: hold}, nil
+	}
 	hcs := &hyperv1.HostedClusterList{}
 	if err := m.c.List(ctx, hcs, client.InNamespace(m.opts.Namespace)); err != nil {
 		return reconcile.Result{}, err
@@ -217,17 +198,29 @@ func lockedOther(queue []plan.Candidate, self plan.Candidate) string {
 	return ""
 }
 
-// drive runs Step and its actions for one HostedCluster until Step says Wait or Idle. It returns when to look
-// again and whether the HostedCluster is (now) in a run.
+// actionKey identifies an action within a pass: its kind, and for annotation-only actions what they record.
+func actionKey(a plan.Action) string {
+	if a.Kind == plan.Persist {
+		return "Persist:" + a.Why
+	}
+	return string(a.Kind)
+}
+
+// drive runs Step and its actions for one HostedCluster until Step says Wait or Idle. An action asked for a second
+// time in the same pass was undone by someone (HyperShift re-rendering a Deployment, an operator re-scaling it):
+// the pass yields and no pass runs before plan.Retry, so an actor fighting the migrator costs one action per
+// retry interval, and the phase's deadline ends the fight. It returns when to look again and whether the
+// HostedCluster is (now) in a run.
 func (m *Migrator) drive(ctx context.Context, hc *hyperv1.HostedCluster, other string) (time.Duration, bool, error) {
 	key := types.NamespacedName{Namespace: hc.Namespace, Name: hc.Name}
 	log := m.opts.Log.WithValues("hostedcluster", key.String())
+	done := map[string]bool{}
 	for range maxStepsPerPass {
 		if err := m.c.Get(ctx, key, hc); err != nil {
 			return 0, false, client.IgnoreNotFound(err)
 		}
 		s := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
-		o, w, err := m.observe(ctx, hc, s)
+		o, g, err := m.observe(ctx, hc, s)
 		if err != nil {
 			return 0, s.InRun(), err
 		}
@@ -238,22 +231,25 @@ func (m *Migrator) drive(ctx context.Context, hc *hyperv1.HostedCluster, other s
 			return 0, s.InRun(), nil
 		case plan.Wait:
 			log.V(1).Info("waiting", "phase", s.Phase, "why", a.Why)
+			if m.opts.OnWait != nil {
+				m.opts.OnWait(key, s.Phase, a)
+			}
 			return a.RequeueAfter, s.InRun(), nil
 		}
+		if done[actionKey(a)] {
+			retry := plan.Retry(s, o.Now, m.opts.Config)
+			log.Info("action undone since it ran in this pass: retrying later", "phase", s.Phase, "action", a.String(), "after", retry)
+			m.mu.Lock()
+			m.holdUntil = time.Now().Add(retry)
+			m.mu.Unlock()
+			return retry, true, nil
+		}
+		done[actionKey(a)] = true
 		log.Info("action", "phase", s.Phase, "action", a.String())
-		if err := m.execute(ctx, hc, s, o, w, a); err != nil {
-			var perm *permanentError
-			if !errors.As(err, &perm) {
-				return 0, true, err
-			}
-			log.Info("action failed", "action", a.Kind, "reason", perm.reason, "error", err.Error())
-			s = plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
-			f := plan.Fail(s, o, m.opts.Config, perm.reason)
-			if f.Kind == plan.Wait {
-				return f.RequeueAfter, true, nil
-			}
-			if err := m.persist(ctx, hc, s, f); err != nil {
-				return 0, true, err
+		if err := m.execute(ctx, hc, s, g, a); err != nil {
+			after, err := m.failed(ctx, hc, o, a, err)
+			if err != nil || after > 0 {
+				return after, true, err
 			}
 		}
 		if m.opts.AfterAction != nil {
@@ -261,6 +257,39 @@ func (m *Migrator) drive(ctx context.Context, hc *hyperv1.HostedCluster, other s
 		}
 	}
 	return time.Second, true, nil
+}
+
+// failed handles a failed action: plan.Fail decides (a rollback, a stalled report, or a retry). A transient
+// failure before Committed goes back to the work queue (the phase's deadline bounds its retries). It returns
+// when to look again (0: go on with the pass).
+func (m *Migrator) failed(ctx context.Context, hc *hyperv1.HostedCluster, o plan.Observation, a plan.Action, err error) (time.Duration, error) {
+	var perm *permanentError
+	permanent := errors.As(err, &perm)
+	s := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
+	reason := fmt.Sprintf("%s failed: %v", a.Kind, err)
+	if permanent {
+		reason = perm.reason
+	}
+	afterCommit := s.Phase == plan.PhaseRollingBack || (s.Phase != plan.PhaseNone && !s.Phase.BeforeCommit())
+	if !permanent && !afterCommit {
+		return 0, err
+	}
+	m.opts.Log.Info("action failed", "hostedcluster", hc.Namespace+"/"+hc.Name, "action", a.Kind, "reason", reason)
+	if m.opts.Recorder != nil && afterCommit {
+		m.opts.Recorder.Event(hc, "Warning", "MigrationRetrying", truncate(reason, 1024))
+	}
+	f := plan.Fail(s, o, m.opts.Config, reason, permanent)
+	if f.Kind == plan.Wait {
+		return f.RequeueAfter, nil
+	}
+	return 0, m.persist(ctx, hc, s, f)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
 }
 
 // permanentError is an action failure that no retry fixes (an admission denial, a conflicting object): the run
@@ -288,308 +317,39 @@ func (m *Migrator) persist(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 	return nil
 }
 
-// transition emits the events and metrics of a state change from s to after.
-func (m *Migrator) transition(hc *hyperv1.HostedCluster, s, after plan.State, a plan.Action) {
-	ev := func(typ, reason, msg string) {
-		if m.opts.Recorder != nil {
-			m.opts.Recorder.Event(hc, typ, reason, msg)
-		}
-	}
-	met := m.opts.Metrics
-	switch {
-	case !s.InRun() && after.InRun():
-		ev("Normal", "MigrationStarted", fmt.Sprintf("migration %s to the private Cluster API types started", after.ID))
-		met.StartTimestamp.WithLabelValues(hc.Namespace, hc.Name).Set(float64(after.Started.Unix()))
-	case s.InRun() && !after.InRun():
-		met.StartTimestamp.DeleteLabelValues(hc.Namespace, hc.Name)
-		if after.Failed != "" {
-			met.Failures.WithLabelValues(after.Failed).Inc()
-			ev("Warning", "MigrationFailed", fmt.Sprintf("migration %s rolled back (%s); the cluster is back on the legacy controllers. Remove the %s annotation to retry", s.ID, after.Failed, plan.FailedAnnotation))
-		} else {
-			if !s.Started.IsZero() {
-				met.Duration.Observe(m.opts.Now().Sub(s.Started).Seconds())
-			}
-			ev("Normal", "Migrated", fmt.Sprintf("migration %s done: the cluster uses the private Cluster API types", s.ID))
-		}
-	}
-	if after.Phase != s.Phase {
-		met.setPhase(hc.Namespace, hc.Name, after.Phase)
-		switch after.Phase {
-		case plan.PhaseNone:
-		case plan.PhaseRollingBack:
-			met.Rollbacks.WithLabelValues(after.Rollback).Inc()
-			ev("Warning", "MigrationRollingBack", fmt.Sprintf("rolling back from %s: %s", after.RollbackFrom, a.Why))
-		default:
-			ev("Normal", "MigrationPhase", fmt.Sprintf("phase %s", after.Phase))
-		}
-	}
-}
-
-// gauges sets the HostedCluster state gauge from a full list.
-func (m *Migrator) gauges(hcs []hyperv1.HostedCluster) {
-	counts := map[string]int{}
-	for _, hc := range hcs {
-		counts[scope.State(hc.Annotations)]++
-	}
-	for _, st := range States {
-		m.opts.Metrics.HostedClusters.WithLabelValues(st).Set(float64(counts[st]))
-	}
-}
-
 // ControlPlaneNamespace is HyperShift's hosted control plane namespace of a HostedCluster.
 func ControlPlaneNamespace(hc *hyperv1.HostedCluster) string { return hc.Namespace + "-" + hc.Name }
 
-// graph is what observe read of a hosted cluster's CAPI objects.
-type graph struct {
-	old, private []unstructured.Unstructured
-	twins        plan.UIDMap
-}
-
-// listKinds lists every kind of m's kinds in namespace, in the standard (private false) or private groups.
-// Kinds without a CRD are skipped.
-func (m *Migrator) listKinds(ctx context.Context, namespace string, private bool) ([]unstructured.Unstructured, error) {
-	var out []unstructured.Unstructured
-	for _, gvk := range m.opts.Kinds {
-		if private {
-			gvk = m.copier.PrivateGVK(gvk)
-		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := m.c.List(ctx, list, client.InNamespace(namespace)); err != nil {
-			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
-		}
-		for i := range list.Items {
-			list.Items[i].SetGroupVersionKind(gvk)
-		}
-		out = append(out, list.Items...)
-	}
-	return out, nil
-}
-
-func (m *Migrator) readGraph(ctx context.Context, namespace string) (graph, error) {
-	var g graph
-	var err error
-	if g.old, err = m.listKinds(ctx, namespace, false); err != nil {
-		return g, err
-	}
-	if g.private, err = m.listKinds(ctx, namespace, true); err != nil {
-		return g, err
-	}
-	g.twins = plan.Twins(g.old, g.private)
-	return g, nil
-}
-
-func clusterOf(objs []unstructured.Unstructured) *unstructured.Unstructured {
-	for i := range objs {
-		if objs[i].GetKind() == "Cluster" {
-			return &objs[i]
-		}
-	}
-	return nil
-}
-
-func paused(o *unstructured.Unstructured) bool {
-	p, _, _ := unstructured.NestedBool(o.Object, "spec", "paused")
-	return p
-}
-
-// webhookHealthy: the private CRDs of the moved kinds are Established and the conversion probe passes.
+// webhookHealthy: the conversion probe passes (its dry-run create goes through the private CRDs and the webhook).
 func (m *Migrator) webhookHealthy(ctx context.Context) bool {
 	return crds.Probe(ctx, m.c, m.opts.ProbeNamespace) == nil
-}
-
-// observe gathers the plan.Observation of one HostedCluster; the expensive parts only in the phases that read
-// them.
-func (m *Migrator) observe(ctx context.Context, hc *hyperv1.HostedCluster, s plan.State) (plan.Observation, graph, error) {
-	ns := ControlPlaneNamespace(hc)
-	o := plan.Observation{Now: m.opts.Now(), NewID: m.opts.NewID()}
-	g, err := m.readGraph(ctx, ns)
-	if err != nil {
-		return o, g, err
-	}
-	if !s.InRun() && (!s.Legacy || s.Failed != "" || s.PrivateTypes || s.Deleting) {
-		return o, g, nil // idle: nothing to observe
-	}
-	o.WebhookHealthy = m.webhookHealthy(ctx)
-	o.PreconditionFailures = plan.Preconditions(g.old, s.InRun())
-	if cl := clusterOf(g.old); cl != nil {
-		o.LegacyClusterPaused = paused(cl)
-	} else {
-		o.LegacyClusterPaused = true
-	}
-	if pc := clusterOf(g.private); pc != nil {
-		o.PrivateClusterExists, o.PrivateClusterPaused = true, paused(pc)
-	}
-	w, err := m.opts.Switcher.Observe(ctx, ns)
-	if err != nil {
-		return o, g, err
-	}
-	o.LegacyScaledDown, o.LegacyPods = w.LegacyScaledDown, w.LegacyPods
-	o.Switched, o.WorkloadsAvailable = w.Switched, w.Available
-	o.ProxiedReplicas, o.ProxiedPods = w.ProxiedReplicas, w.ProxiedPods
-	o.Fingerprint = plan.Fingerprint(g.old)
-	for i := range g.old {
-		if g.old[i].GetDeletionTimestamp() != nil {
-			o.OldDeleting++
-		} else {
-			o.OldObjects++
-		}
-	}
-	deleting := map[types.UID]bool{}
-	for i := range g.private {
-		if g.private[i].GetDeletionTimestamp() != nil {
-			deleting[g.private[i].GetUID()] = true
-		}
-	}
-	for _, r := range g.twins {
-		if deleting[r.UID] {
-			o.TwinsDeleting++
-		} else {
-			o.Twins++
-		}
-	}
-	o.MissingTwins = len(plan.Missing(g.old, g.twins)) + m.statusPending(g)
-	o.LegacyRestored = w.Restored && (clusterOf(g.old) == nil || !paused(clusterOf(g.old)))
-	switch s.Phase {
-	case plan.PhaseRepointing, plan.PhaseVerifying:
-		deps, err := m.dependents(ctx, ns, uidSet(g.old))
-		if err != nil {
-			return o, g, err
-		}
-		o.PendingRepoints = len(deps)
-		if s.Phase == plan.PhaseVerifying {
-			o.VerifyProblems = m.copier.Verify(g.old, g.private, s.ID)
-		}
-	case plan.PhaseResuming:
-		o.BornObjects = plan.Born(g.old, g.private)
-		o.Unhealthy = unhealthy(g, w)
-	case plan.PhaseRollingBack:
-		twinUIDs := map[types.UID]bool{}
-		for _, r := range g.twins {
-			twinUIDs[r.UID] = true
-		}
-		deps, err := m.dependents(ctx, ns, twinUIDs)
-		if err != nil {
-			return o, g, err
-		}
-		o.TwinDependents = len(deps)
-	}
-	return o, g, nil
-}
-
-func uidSet(objs []unstructured.Unstructured) map[types.UID]bool {
-	out := map[types.UID]bool{}
-	for i := range objs {
-		out[objs[i].GetUID()] = true
-	}
-	return out
-}
-
-// statusPending counts twins still missing their status.
-func (m *Migrator) statusPending(g graph) int {
-	byUID := map[types.UID]*unstructured.Unstructured{}
-	for i := range g.private {
-		byUID[g.private[i].GetUID()] = &g.private[i]
-	}
-	n := 0
-	for i := range g.old {
-		if ref, ok := g.twins[g.old[i].GetUID()]; ok && byUID[ref.UID] != nil && plan.StatusPending(&g.old[i], byUID[ref.UID]) {
-			n++
-		}
-	}
-	return n
-}
-
-// unhealthy is Resuming's health check ("" when green): workloads Available, MachineDeployment and MachineSet
-// counters of the twins equal to the old objects', no deletionTimestamp on a private object.
-func unhealthy(g graph, w Workloads) string {
-	if !w.Available {
-		return "proxied workloads not Available"
-	}
-	byUID := map[types.UID]*unstructured.Unstructured{}
-	for i := range g.private {
-		p := &g.private[i]
-		byUID[p.GetUID()] = p
-		if p.GetDeletionTimestamp() != nil {
-			return p.GetKind() + "/" + p.GetName() + " is being deleted"
-		}
-	}
-	for i := range g.old {
-		o := &g.old[i]
-		if o.GetKind() != "MachineDeployment" && o.GetKind() != "MachineSet" {
-			continue
-		}
-		tw := byUID[g.twins[o.GetUID()].UID]
-		if tw == nil {
-			return o.GetKind() + "/" + o.GetName() + " has no twin"
-		}
-		for _, f := range []string{"replicas", "readyReplicas", "availableReplicas"} {
-			a, _, _ := unstructured.NestedInt64(o.Object, "status", f)
-			b, _, _ := unstructured.NestedInt64(tw.Object, "status", f)
-			if a != b {
-				return fmt.Sprintf("%s/%s status.%s %d, was %d", o.GetKind(), o.GetName(), f, b, a)
-			}
-		}
-	}
-	return ""
-}
-
-// dependent is an object outside the mapped groups with an ownerReference to one of a set of UIDs.
-type dependent struct {
-	obj *metav1.PartialObjectMetadata
-}
-
-// dependents lists every namespaced, listable resource in namespace (outside the mapped groups, standard and
-// private) and returns the objects with an ownerReference naming a UID of uids. Cluster-scoped objects cannot
-// have namespaced owners, so the namespace is complete.
-func (m *Migrator) dependents(ctx context.Context, namespace string, uids map[types.UID]bool) ([]dependent, error) {
-	if len(uids) == 0 {
-		return nil, nil
-	}
-	lists, err := m.disc.ServerPreferredNamespacedResources()
-	if err != nil && len(lists) == 0 {
-		return nil, fmt.Errorf("discovery: %w", err)
-	}
-	var out []dependent
-	for _, l := range lists {
-		gv, err := schema.ParseGroupVersion(l.GroupVersion)
-		if err != nil || m.opts.Mapping.IsStandard(gv.Group) || m.opts.Mapping.IsPrivate(gv.Group) {
-			continue
-		}
-		for _, r := range l.APIResources {
-			if !slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "patch") {
-				continue
-			}
-			list := &metav1.PartialObjectMetadataList{}
-			list.SetGroupVersionKind(gv.WithKind(r.Kind + "List"))
-			if err := m.c.List(ctx, list, client.InNamespace(namespace)); err != nil {
-				if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || meta.IsNoMatchError(err) {
-					continue
-				}
-				return nil, fmt.Errorf("listing %s: %w", r.Name, err)
-			}
-			for i := range list.Items {
-				for _, ref := range list.Items[i].OwnerReferences {
-					if uids[ref.UID] {
-						it := list.Items[i]
-						it.SetGroupVersionKind(gv.WithKind(r.Kind))
-						out = append(out, dependent{obj: &it})
-						break
-					}
-				}
-			}
-		}
-	}
-	return out, nil
 }
 
 func rawMerge(body map[string]any) client.Patch {
 	b, err := json.Marshal(body)
 	if err != nil {
-		panic(err) // maps of strings and numbers always marshal
+		panic(err) // maps of strings, numbers and API types always marshal
 	}
 	return client.RawPatch(types.MergePatchType, b)
+}
+
+// gauges sets the per-state gauge, and the stalled and blocked gauges, from a full list.
+func (m *Migrator) gauges(hcs []hyperv1.HostedCluster) {
+	counts := map[string]int{}
+	met := m.opts.Metrics
+	met.Stalled.Reset()
+	met.BlockedSince.Reset()
+	for _, hc := range hcs {
+		counts[scope.State(hc.Annotations)]++
+		s := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
+		if s.Stalled != "" {
+			met.Stalled.WithLabelValues(hc.Namespace, hc.Name, string(s.Phase)).Set(1)
+		}
+		if s.Blocked != "" && !s.InRun() && !s.BlockedSince.IsZero() {
+			met.BlockedSince.WithLabelValues(hc.Namespace, hc.Name).Set(float64(s.BlockedSince.Unix()))
+		}
+	}
+	for _, st := range scope.States {
+		met.HostedClusters.WithLabelValues(st).Set(float64(counts[st]))
+	}
 }

@@ -39,7 +39,8 @@ type Running struct {
 	Migrator *Migrator
 	Manager  manager.Manager
 	cancel   context.CancelFunc
-	done     chan error
+	done     chan struct{} // closed when the manager has stopped
+	err      error         // why it stopped (set before done is closed)
 }
 
 // Start builds the manager of `capi-private migrate` — the classifier and the migrator, leader-elected together —
@@ -102,8 +103,11 @@ func Start(ctx context.Context, cfg *rest.Config, o RunOptions) (*Running, error
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	r := &Running{Migrator: m, Manager: mgr, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- mgr.Start(runCtx) }()
+	r := &Running{Migrator: m, Manager: mgr, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		r.err = mgr.Start(runCtx)
+		close(r.done)
+	}()
 	return r, nil
 }
 
@@ -114,18 +118,29 @@ func orOff(addr string) string {
 	return addr
 }
 
-// Done is closed-with-value when the manager stops.
-func (r *Running) Done() <-chan error { return r.done }
+// Done is closed when the manager stops (Stop, the context, or a lost leader election: the process should then
+// exit and be restarted; the run resumes from what it persisted).
+func (r *Running) Done() <-chan struct{} { return r.done }
+
+// Err is why the manager stopped (nil while it runs, and after a clean stop).
+func (r *Running) Err() error {
+	select {
+	case <-r.done:
+		if errors.Is(r.err, context.Canceled) {
+			return nil
+		}
+		return r.err
+	default:
+		return nil
+	}
+}
 
 // Stop stops the manager and waits (at most 30 s) for it.
 func (r *Running) Stop() error {
 	r.cancel()
 	select {
-	case err := <-r.done:
-		if errors.Is(err, context.Canceled) {
-			return nil
-		}
-		return err
+	case <-r.done:
+		return r.Err()
 	case <-time.After(30 * time.Second):
 		return errors.New("migrate manager did not stop within 30s")
 	}

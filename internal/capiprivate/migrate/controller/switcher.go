@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,9 @@ type Workloads struct {
 	Available bool
 	// Restored: no Deployment has the proxy or a recorded count.
 	Restored bool
+	// Fingerprint changes whenever one of the Deployments is written (name and resourceVersion of each): a quiet
+	// window restarts when someone undoes the quiesce.
+	Fingerprint string
 }
 
 // Switcher moves a hosted cluster's controllers between legacy and proxied mode (reference §8.6). The built-in
@@ -100,7 +104,9 @@ func (s DeploymentSwitcher) Observe(ctx context.Context, namespace string) (Work
 		return Workloads{}, err
 	}
 	w := Workloads{Present: len(ds), LegacyScaledDown: true, Switched: true, Available: true, Restored: true}
+	var fp []string
 	for _, d := range ds {
+		fp = append(fp, d.Name+"@"+d.ResourceVersion)
 		_, recorded := d.Annotations[plan.OriginalReplicasAnnotation]
 		if injected(d) {
 			w.ProxiedReplicas += int(replicas(d))
@@ -135,6 +141,7 @@ func (s DeploymentSwitcher) Observe(ctx context.Context, namespace string) (Work
 			}
 		}
 	}
+	w.Fingerprint = strings.Join(fp, ",") // in the fixed order of the names
 	return w, nil
 }
 

@@ -7,18 +7,27 @@ package plan
 
 import (
 	"maps"
+	"strings"
 	"time"
 )
 
-// Annotations on the HostedCluster (reference §8.1). The first four are the enhancement's; the rest are ours.
+// Annotations on the HostedCluster. Which operator reconciles a HostedCluster is decided by HyperShift's own scoping
+// alone: an operator started with HOSTEDCLUSTERS_SCOPE_ANNOTATION=X (and ENABLE_HOSTEDCLUSTERS_ANNOTATION_SCOPING=true)
+// reconciles only the HostedClusters whose ScopeAnnotation is X, one started without it only those with no
+// ScopeAnnotation. The legacy operator runs with X=legacy, the private one without X; a migrating HostedCluster
+// carries ScopeMigrating, which neither matches (the lock). PrivateTypesAnnotation, InProgressAnnotation and
+// FailedAnnotation are markers for people and tools: nothing inside HyperShift needs to read them.
 const (
-	// PrivateTypesAnnotation "true": the private operator reconciles the HostedCluster.
-	PrivateTypesAnnotation = "hypershift.openshift.io/private-capi-types"
-	// ScopeAnnotation "legacy": the legacy operator reconciles it (and it waits to be migrated).
+	// ScopeAnnotation is HyperShift's scope annotation (support/k8sutil HostedClustersScopeAnnotation).
 	ScopeAnnotation = "hypershift.openshift.io/scope"
-	// ScopeLegacy is ScopeAnnotation's value.
+	// ScopeLegacy: the legacy operator reconciles the HostedCluster (and it waits to be migrated).
 	ScopeLegacy = "legacy"
-	// InProgressAnnotation "true" is the lock: neither operator reconciles the HostedCluster.
+	// ScopeMigrating is the lock: a scope no operator is started with, so neither reconciles the HostedCluster.
+	ScopeMigrating = "capi-private-migrating"
+	// PrivateTypesAnnotation "true" marks a HostedCluster on the private types (it has no scope: the private,
+	// default operator reconciles it).
+	PrivateTypesAnnotation = "hypershift.openshift.io/private-capi-types"
+	// InProgressAnnotation "true" marks a migration run under way (set with the lock, removed when the run ends).
 	InProgressAnnotation = "hypershift.openshift.io/migration-in-progress"
 	// FailedAnnotation holds the reason of a rolled-back migration. An SRE removes it to allow a retry.
 	FailedAnnotation = "hypershift.openshift.io/migration-failed"
@@ -39,6 +48,21 @@ const (
 	QuietAnnotation = "hypershift.openshift.io/private-capi-migration-quiet"
 	// GreenAnnotation is since when (RFC 3339) Resuming has seen the cluster continuously healthy.
 	GreenAnnotation = "hypershift.openshift.io/private-capi-migration-green-since"
+	// StalledAnnotation holds why a phase that cannot roll back (after Committed, or a rollback itself) is past
+	// its deadline; the migrator keeps retrying with back-off.
+	StalledAnnotation = "hypershift.openshift.io/private-capi-migration-stalled"
+	// LeftoversAnnotation lists (comma-separated) the run ids whose rollback could not remove every twin: those
+	// twins are removed first by the next run.
+	LeftoversAnnotation = "hypershift.openshift.io/private-capi-migration-leftovers"
+
+	// BlockedAnnotation holds why a legacy HostedCluster may not be locked yet (its blocking preconditions), and
+	// BlockedSinceAnnotation since when (RFC 3339). Set before any lock; removed when the lock is taken.
+	BlockedAnnotation      = "hypershift.openshift.io/private-capi-migration-blocked"
+	BlockedSinceAnnotation = "hypershift.openshift.io/private-capi-migration-blocked-since"
+	// OverrideAnnotation, set by an operator, lists (comma-separated) the waitable precondition classes to
+	// disregard for this HostedCluster (e.g. "no-noderef,machinedeployment-unsettled"). Safety classes are never
+	// disregarded.
+	OverrideAnnotation = "hypershift.openshift.io/private-capi-migration-override"
 
 	// MigratedFromUIDAnnotation on a twin is the UID of the standard object it copies; with IDAnnotation it
 	// rebuilds the UID map after a crash.
@@ -48,6 +72,14 @@ const (
 	// ProxyAnnotation on a pod template means the proxy sidecar is injected; ProxyInjected is its value.
 	ProxyAnnotation = "hypershift.openshift.io/private-capi-proxy"
 	ProxyInjected   = "injected"
+
+	// DeleteForMoveAnnotation is clusterctl's hint set on an object before a move deletes it: providers' webhooks
+	// and controllers let such a delete through without acting on the infrastructure.
+	DeleteForMoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
+	// FieldManager is the field manager of every write of the migrator. After a twin is written, its
+	// managedFields are set back to the old object's, so the migrator owns no field on a twin that it did not own
+	// on the old object.
+	FieldManager = "capi-private-migrate"
 )
 
 // Failure reasons (reference §8.1), the value of FailedAnnotation and the `reason` metric label.
@@ -63,19 +95,28 @@ const (
 	ReasonWebhookUnavailable   = "webhook-unavailable"
 	ReasonHostedClusterDeleted = "hostedcluster-deleted"
 	ReasonInconsistentState    = "inconsistent-state"
+	// A phase past its deadline (besides the ones above, which keep their historical names).
+	ReasonLockTimeout    = "lock-timeout"
+	ReasonCopyTimeout    = "copy-timeout"
+	ReasonRepointTimeout = "repoint-timeout"
+	ReasonVerifyTimeout  = "verify-timeout"
+	// ReasonRollbackIncomplete: the rollback missed its deadline; the legacy controllers run again, and the twins
+	// it could not remove stay paused for the next run to remove (LeftoversAnnotation).
+	ReasonRollbackIncomplete = "rollback-incomplete"
 )
 
 // migrationAnnotations are every annotation a run writes on the HostedCluster besides the scope ones.
 var migrationAnnotations = []string{
 	InProgressAnnotation, PhaseAnnotation, IDAnnotation, StartedAnnotation, PhaseStartedAnnotation,
-	RollbackAnnotation, RollbackFromAnnotation, QuietAnnotation, GreenAnnotation,
+	RollbackAnnotation, RollbackFromAnnotation, QuietAnnotation, GreenAnnotation, StalledAnnotation,
 }
 
 // State is a HostedCluster's migration state as persisted in its annotations, plus whether it is being deleted.
 type State struct {
 	PrivateTypes bool   // private-capi-types: "true"
+	Scope        string // HyperShift's scope annotation ("" when unset)
 	Legacy       bool   // scope: legacy
-	Locked       bool   // migration-in-progress: "true"
+	Locked       bool   // scope: ScopeMigrating, or the migration-in-progress marker
 	Failed       string // migration-failed reason ("" when unset)
 	Phase        Phase
 	ID           string
@@ -89,6 +130,15 @@ type State struct {
 	QuietSince       time.Time
 	// GreenSince: Resuming's continuous health window (zero when not green).
 	GreenSince time.Time
+	// Stalled: why a phase that cannot roll back is past its deadline ("" when it is not).
+	Stalled string
+	// LeftoverRuns are runs whose rollback left twins behind (LeftoversAnnotation).
+	LeftoverRuns []string
+	// Blocked and BlockedSince: the blocking preconditions last reported, and since when.
+	Blocked      string
+	BlockedSince time.Time
+	// Override: the waitable precondition classes an operator told the migrator to disregard.
+	Override []string
 	// Deleting: the HostedCluster has a deletionTimestamp.
 	Deleting bool
 }
@@ -98,8 +148,9 @@ type State struct {
 func ReadState(annotations map[string]string, deleting bool) State {
 	s := State{
 		PrivateTypes: annotations[PrivateTypesAnnotation] == "true",
+		Scope:        annotations[ScopeAnnotation],
 		Legacy:       annotations[ScopeAnnotation] == ScopeLegacy,
-		Locked:       annotations[InProgressAnnotation] == "true",
+		Locked:       annotations[ScopeAnnotation] == ScopeMigrating || annotations[InProgressAnnotation] == "true",
 		Failed:       annotations[FailedAnnotation],
 		Phase:        Phase(annotations[PhaseAnnotation]),
 		ID:           annotations[IDAnnotation],
@@ -108,10 +159,26 @@ func ReadState(annotations map[string]string, deleting bool) State {
 		Rollback:     annotations[RollbackAnnotation],
 		RollbackFrom: Phase(annotations[RollbackFromAnnotation]),
 		GreenSince:   parseTime(annotations[GreenAnnotation]),
+		Stalled:      annotations[StalledAnnotation],
+		LeftoverRuns: splitList(annotations[LeftoversAnnotation]),
+		Blocked:      annotations[BlockedAnnotation],
+		BlockedSince: parseTime(annotations[BlockedSinceAnnotation]),
+		Override:     splitList(annotations[OverrideAnnotation]),
 		Deleting:     deleting,
 	}
 	s.QuietFingerprint, s.QuietSince = parseQuiet(annotations[QuietAnnotation])
 	return s
+}
+
+// splitList reads a comma-separated annotation value (spaces ignored, empty items dropped).
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func parseTime(v string) time.Time {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -44,42 +45,6 @@ func (m UIDMap) Invert(old []unstructured.Unstructured) UIDMap {
 			out[twin.UID] = RefOf(o)
 		}
 	}
-	return out
-}
-
-// Twins maps each standard object to its private twin: the private object of the same kind and name in the
-// namespace (the copy keeps names, and a name is unique per kind). The match deliberately does not rely on
-// MigratedFromUIDAnnotation: once the private Cluster is unpaused, CAPI's MachineDeployment controller rewrites
-// its MachineSets' annotations from the MachineDeployment's, so a MachineSet twin then carries its
-// MachineDeployment's migrated-from-uid. The annotation is kept for people; the map is by name.
-func Twins(old, private []unstructured.Unstructured) UIDMap {
-	byName := map[string]*unstructured.Unstructured{}
-	for i := range private {
-		byName[private[i].GetKind()+"/"+private[i].GetName()] = &private[i]
-	}
-	m := UIDMap{}
-	for i := range old {
-		if p, ok := byName[old[i].GetKind()+"/"+old[i].GetName()]; ok {
-			m[old[i].GetUID()] = RefOf(p)
-		}
-	}
-	return m
-}
-
-// Born lists the private objects that are no twin of a standard object: created by a controller since the copy.
-// Sorted "Kind/name".
-func Born(old, private []unstructured.Unstructured) []string {
-	names := map[string]bool{}
-	for i := range old {
-		names[old[i].GetKind()+"/"+old[i].GetName()] = true
-	}
-	var out []string
-	for i := range private {
-		if k := private[i].GetKind() + "/" + private[i].GetName(); !names[k] {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
 	return out
 }
 
@@ -215,6 +180,7 @@ func (c *Copier) Twin(old *unstructured.Unstructured, twins UIDMap, id string) (
 	u.SetAnnotations(ann)
 
 	refs := u.GetOwnerReferences()
+	remapped := map[types.UID]types.UID{}
 	for i := range refs {
 		gv, err := schema.ParseGroupVersion(refs[i].APIVersion)
 		if err != nil || !c.m.IsPrivate(gv.Group) {
@@ -224,10 +190,14 @@ func (c *Copier) Twin(old *unstructured.Unstructured, twins UIDMap, id string) (
 		if !ok {
 			return Twin{}, fmt.Errorf("%s %s: owner %s %s (uid %s) has no twin yet", old.GetKind(), old.GetName(), refs[i].Kind, refs[i].Name, refs[i].UID)
 		}
+		remapped[refs[i].UID] = twin.UID
 		refs[i].APIVersion, refs[i].Kind, refs[i].Name, refs[i].UID = twin.APIVersion, twin.Kind, twin.Name, twin.UID
 	}
 	if len(refs) > 0 {
 		u.SetOwnerReferences(refs)
+	}
+	if mf := u.GetManagedFields(); len(mf) > 0 {
+		u.SetManagedFields(remapOwnerKeys(mf, remapped))
 	}
 	status, _ := obj["status"].(map[string]any)
 	delete(obj, "status")
@@ -238,6 +208,41 @@ func (c *Copier) Twin(old *unstructured.Unstructured, twins UIDMap, id string) (
 		return Twin{}, fmt.Errorf("%s %s status: %w", old.GetKind(), old.GetName(), err)
 	}
 	return Twin{Object: u, Status: status, OldGeneration: old.GetGeneration()}, nil
+}
+
+// remapOwnerKeys rewrites the ownerReferences list keys (k:{"uid":"…"}) of each managedFields entry from the old
+// owners' UIDs to their twins', so each manager keeps owning the ownerReference it set.
+func remapOwnerKeys(mf []metav1.ManagedFieldsEntry, remapped map[types.UID]types.UID) []metav1.ManagedFieldsEntry {
+	for i := range mf {
+		if mf[i].FieldsV1 == nil {
+			continue
+		}
+		raw := mf[i].FieldsV1.Raw
+		for from, to := range remapped {
+			raw = bytes.ReplaceAll(raw, []byte(`\"uid\":\"`+string(from)+`\"`), []byte(`\"uid\":\"`+string(to)+`\"`))
+		}
+		mf[i].FieldsV1 = &metav1.FieldsV1{Raw: raw}
+	}
+	return mf
+}
+
+// ManagedFieldsPending reports whether twin's managedFields differ from want (the copy's, Twin): the create and
+// the status write made the migrator a manager of the twin's fields until CopyTwins sets them back. Entries are
+// compared by manager, operation, subresource, apiVersion and field set; times and order do not matter.
+func ManagedFieldsPending(twin *unstructured.Unstructured, want []metav1.ManagedFieldsEntry) bool {
+	return !equality.Semantic.DeepEqual(managedKeys(twin.GetManagedFields()), managedKeys(want))
+}
+
+func managedKeys(mf []metav1.ManagedFieldsEntry) map[string]any {
+	out := map[string]any{}
+	for _, e := range mf {
+		var fields any
+		if e.FieldsV1 != nil {
+			_ = json.Unmarshal(e.FieldsV1.Raw, &fields)
+		}
+		out[e.Manager+"|"+string(e.Operation)+"|"+e.Subresource+"|"+e.APIVersion] = fields
+	}
+	return out
 }
 
 // remapUIDs walks v for object references (a map with kind, uid and an apiVersion or apiGroup) into a mapped group
@@ -336,11 +341,11 @@ func NamesAny(refs []metav1.OwnerReference, m UIDMap) bool {
 	return false
 }
 
-// Verify compares the standard objects with their twins (reference §8.3 Verifying): one twin per old object, the
-// same name, labels, finalizers and annotations (plus the two the copy adds), spec and status equal to the old
-// ones translated (observedGeneration aside), and owners pointing at twins. It returns the problems found, sorted.
-func (c *Copier) Verify(old, private []unstructured.Unstructured, id string) []string {
-	m := Twins(old, private)
+// Verify compares the standard objects with their twins m (Identify's Twins): one twin per old object, the same
+// name, labels, finalizers and annotations (plus the two the copy adds), spec and status equal to the old ones
+// translated (observedGeneration aside), managedFields as the copy sets them, and owners pointing at twins. It
+// returns the problems found, sorted.
+func (c *Copier) Verify(old, private []unstructured.Unstructured, m UIDMap, id string) []string {
 	var problems []string
 	byUID := map[types.UID]*unstructured.Unstructured{}
 	for i := range private {
@@ -349,12 +354,11 @@ func (c *Copier) Verify(old, private []unstructured.Unstructured, id string) []s
 	for i := range old {
 		o := &old[i]
 		what := o.GetKind() + "/" + o.GetName()
-		ref, ok := m[o.GetUID()]
-		if !ok {
+		tw := byUID[m[o.GetUID()].UID]
+		if tw == nil {
 			problems = append(problems, what+": no twin")
 			continue
 		}
-		tw := byUID[ref.UID]
 		want, err := c.Twin(o, m, id)
 		if err != nil {
 			problems = append(problems, what+": "+err.Error())
@@ -380,6 +384,9 @@ func (c *Copier) Verify(old, private []unstructured.Unstructured, id string) []s
 		}
 		if !equality.Semantic.DeepEqual(withoutObservedGeneration(tw.Object["status"]), withoutObservedGeneration(want.Status)) {
 			problems = append(problems, what+": status differs")
+		}
+		if ManagedFieldsPending(tw, want.Object.GetManagedFields()) {
+			problems = append(problems, what+": managedFields differ")
 		}
 		if !equality.Semantic.DeepEqual(ownerKeys(tw.GetOwnerReferences()), ownerKeys(want.Object.GetOwnerReferences())) {
 			problems = append(problems, what+": ownerReferences differ")

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,8 @@ func graph() []unstructured.Unstructured {
 		"infrastructureRef": map[string]any{"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "KubevirtMachine", "name": "np1-abc-x"}}
 	m.Object["status"] = map[string]any{"nodeRef": map[string]any{"name": "node-1"}, "phase": "Running"}
 	m.SetFinalizers([]string{"machine.cluster.x-k8s.io"})
+	m.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "capi-machineset", Operation: metav1.ManagedFieldsOperationApply, APIVersion: stdCore,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"u-ms\"}":{}}},"f:spec":{"f:providerID":{}}}`)}}})
 	km := obj(stdInfra, "KubevirtMachine", "np1-abc-x", "u-km", 0, owner(stdCore, "Machine", "np1-abc-x", "u-m"))
 	km.Object["spec"] = map[string]any{"providerID": "kubevirt://ledger-1",
 		// a v1beta1-style reference carrying a uid
@@ -146,6 +149,15 @@ func TestTwin(t *testing.T) {
 	}
 	if mf := cl.GetManagedFields(); len(mf) != 1 || mf[0].APIVersion != prvCore {
 		t.Errorf("managedFields %+v", mf)
+	}
+	// The owner key of the MachineSet's ownerReference follows the twin's UID: capi-machineset keeps owning it.
+	mach := byKind["Machine"]
+	if mf := mach.GetManagedFields(); len(mf) != 1 || mf[0].Manager != "capi-machineset" ||
+		string(mf[0].FieldsV1.Raw) != `{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"new-u-ms\"}":{}}},"f:spec":{"f:providerID":{}}}` {
+		t.Errorf("Machine managedFields %+v", mf)
+	}
+	if !ManagedFieldsPending(&cl, nil) || ManagedFieldsPending(&cl, cl.GetManagedFields()) {
+		t.Error("ManagedFieldsPending")
 	}
 	for _, k := range []string{"resourceVersion", "uid", "creationTimestamp", "generation"} {
 		if _, ok := (byKind["Machine"].Object["metadata"].(map[string]any))[k]; ok && k != "uid" && k != "generation" {
@@ -231,38 +243,92 @@ func TestTwinStatusStaleGeneration(t *testing.T) {
 	}
 }
 
-func TestTwinsAndMissingAndBorn(t *testing.T) {
+// withAnnotations returns a copy of o with annotations set (nil values delete).
+func withAnnotations(o unstructured.Unstructured, kv map[string]*string) unstructured.Unstructured {
+	cp := *o.DeepCopy()
+	a := cp.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	for k, v := range kv {
+		if v == nil {
+			delete(a, k)
+		} else {
+			a[k] = *v
+		}
+	}
+	cp.SetAnnotations(a)
+	return cp
+}
+
+func TestIdentify(t *testing.T) {
 	c := NewCopier(groups.Default)
 	old := graph()
 	twins, _ := copyAll(t, c, old)
-	m := Twins(old, twins)
-	if len(m) != len(old) {
-		t.Fatalf("Twins: %d", len(m))
+	id := c.Identify(old, twins, "run1", nil)
+	if len(id.Twins) != len(old) || len(id.Leftovers) != 0 || len(id.Strays) != 0 {
+		t.Fatalf("clean copy: %+v", id)
 	}
 	for _, o := range old {
-		if got := m[o.GetUID()]; got.UID != types.UID("new-"+string(o.GetUID())) || got.Kind != o.GetKind() {
+		if got := id.Twins[o.GetUID()]; got.UID != types.UID("new-"+string(o.GetUID())) || got.Kind != o.GetKind() {
 			t.Errorf("twin of %s: %+v", o.GetName(), got)
 		}
 	}
-	// A MachineSet twin whose annotations a controller rewrote is still its old object's twin.
-	rewritten := make([]unstructured.Unstructured, len(twins))
-	copy(rewritten, twins)
-	ms := kind(rewritten, "MachineSet").DeepCopy()
-	ms.SetAnnotations(map[string]string{MigratedFromUIDAnnotation: "u-md"})
-	*kind(rewritten, "MachineSet") = *ms
-	if got := Twins(old, rewritten)["u-ms"]; got.UID != "new-u-ms" {
-		t.Errorf("MachineSet with rewritten annotations: %+v", got)
-	}
-	born := obj(prvCore, "Machine", "new", "u-born", 9)
-	if b := Born(old, append(twins, born)); len(b) != 1 || b[0] != "Machine/new" {
-		t.Errorf("Born %v", b)
-	}
-	if b := Born(old, twins); len(b) != 0 {
-		t.Errorf("Born of a clean copy %v", b)
-	}
-	partial := UIDMap{"u-cluster": m["u-cluster"]}
+	partial := UIDMap{"u-cluster": id.Twins["u-cluster"]}
 	if miss := Missing(old, partial); len(miss) != len(old)-1 || miss[0].GetKind() != "KubevirtMachineTemplate" || miss[len(miss)-1].GetKind() != "KubevirtCluster" {
 		t.Errorf("Missing %v", names(miss))
+	}
+
+	replace := func(k string, f func(unstructured.Unstructured) unstructured.Unstructured) []unstructured.Unstructured {
+		out := make([]unstructured.Unstructured, len(twins))
+		for i := range twins {
+			out[i] = *twins[i].DeepCopy()
+			if out[i].GetKind() == k {
+				out[i] = f(out[i])
+			}
+		}
+		return out
+	}
+	str := func(s string) *string { return &s }
+	cases := []struct {
+		name      string
+		private   []unstructured.Unstructured
+		leftovers []string
+		twins     int
+		leftover  int // in the Leftovers map
+		objects   int // LeftoverObjects
+		strays    []string
+	}{
+		// CAPI's MachineDeployment controller copies the MachineDeployment's annotations onto its MachineSets.
+		{"MachineSet carrying its MachineDeployment's migrated-from-uid", replace("MachineSet", func(u unstructured.Unstructured) unstructured.Unstructured {
+			return withAnnotations(u, map[string]*string{MigratedFromUIDAnnotation: str("u-md")})
+		}), nil, 7, 0, 0, nil},
+		{"same name, another original's uid", replace("Machine", func(u unstructured.Unstructured) unstructured.Unstructured {
+			return withAnnotations(u, map[string]*string{MigratedFromUIDAnnotation: str("u-kc")})
+		}), nil, 6, 0, 0, []string{"Machine/np1-abc-x"}},
+		{"same name, no migrated-from-uid (a stray)", replace("Machine", func(u unstructured.Unstructured) unstructured.Unstructured {
+			return withAnnotations(u, map[string]*string{MigratedFromUIDAnnotation: nil, IDAnnotation: nil})
+		}), nil, 6, 0, 0, []string{"Machine/np1-abc-x"}},
+		{"same name, a foreign uid, our run id", replace("Machine", func(u unstructured.Unstructured) unstructured.Unstructured {
+			return withAnnotations(u, map[string]*string{MigratedFromUIDAnnotation: str("somebody-else")})
+		}), nil, 6, 0, 0, []string{"Machine/np1-abc-x"}},
+		{"an earlier run's twin", replace("Machine", func(u unstructured.Unstructured) unstructured.Unstructured {
+			return withAnnotations(u, map[string]*string{IDAnnotation: str("run0")})
+		}), nil, 6, 1, 1, nil},
+		{"an earlier run's twin whose original is gone", append(slices.Clone(twins), withAnnotations(obj(prvCore, "Machine", "gone", "u-x", 9), map[string]*string{
+			MigratedFromUIDAnnotation: str("u-gone"), IDAnnotation: str("run0")})), []string{"run0"}, 7, 0, 1, nil},
+		{"the same, but run0 is not a recorded leftover run", append(slices.Clone(twins), withAnnotations(obj(prvCore, "Machine", "gone", "u-x", 9), map[string]*string{
+			MigratedFromUIDAnnotation: str("u-gone"), IDAnnotation: str("run0")})), nil, 7, 0, 0, []string{"Machine/gone"}},
+		{"born after unpause", append(slices.Clone(twins), obj(prvCore, "Machine", "new", "u-born", 9)), nil, 7, 0, 0, []string{"Machine/new"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := c.Identify(old, tc.private, "run1", tc.leftovers)
+			if len(id.Twins) != tc.twins || len(id.Leftovers) != tc.leftover || len(id.LeftoverObjects) != tc.objects || !slices.Equal(id.Strays, tc.strays) {
+				t.Errorf("twins %d leftovers %d/%d strays %v, want %d %d/%d %v", len(id.Twins), len(id.Leftovers), len(id.LeftoverObjects), id.Strays,
+					tc.twins, tc.leftover, tc.objects, tc.strays)
+			}
+		})
 	}
 }
 
@@ -304,8 +370,8 @@ func kind(objs []unstructured.Unstructured, k string) *unstructured.Unstructured
 func TestVerify(t *testing.T) {
 	c := NewCopier(groups.Default)
 	old := graph()
-	twins, _ := copyAll(t, c, old)
-	if p := c.Verify(old, twins, "run1"); len(p) != 0 {
+	twins, m := copyAll(t, c, old)
+	if p := c.Verify(old, twins, m, "run1"); len(p) != 0 {
 		t.Fatalf("clean copy: %v", p)
 	}
 	mutate := map[string]func(tw []unstructured.Unstructured) []unstructured.Unstructured{
@@ -329,6 +395,13 @@ func TestVerify(t *testing.T) {
 			kind(tw, "Machine").SetOwnerReferences(r)
 			return tw
 		},
+		"managedFields differ": func(tw []unstructured.Unstructured) []unstructured.Unstructured {
+			// what a create leaves before CopyTwins sets the managedFields back
+			mf := append(kind(tw, "Machine").GetManagedFields(), metav1.ManagedFieldsEntry{Manager: FieldManager,
+				Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: prvCore, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}})
+			kind(tw, "Machine").SetManagedFields(mf)
+			return tw
+		},
 		"not of run run1": func(tw []unstructured.Unstructured) []unstructured.Unstructured {
 			a := tw[0].GetAnnotations()
 			a[IDAnnotation] = "run0"
@@ -342,7 +415,7 @@ func TestVerify(t *testing.T) {
 			for i := range twins {
 				cp[i] = *twins[i].DeepCopy()
 			}
-			p := c.Verify(old, f(cp), "run1")
+			p := c.Verify(old, f(cp), m, "run1")
 			if !strings.Contains(strings.Join(p, "\n"), want) {
 				t.Errorf("Verify = %v, want a problem %q", p, want)
 			}
@@ -350,16 +423,24 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+func classes(blocks []Block) string {
+	var out []string
+	for _, b := range blocks {
+		out = append(out, b.String())
+	}
+	return strings.Join(out, "\n")
+}
+
 func TestPreconditionsAndFingerprint(t *testing.T) {
 	old := graph()
-	if p := Preconditions(old, true); len(p) != 2 || !strings.Contains(p[0], "MachineDeployment/np1") {
+	if p := Preconditions(old, true); len(p) != 1 || p[0].Class != ClassMachineDeploymentUnsettled || p[0].Object != "MachineDeployment/np1" {
 		t.Errorf("graph (MD without status): %v", p)
 	}
 	old[3].Object["status"] = map[string]any{"observedGeneration": int64(3), "replicas": int64(1), "upToDateReplicas": int64(1)}
 	if p := Preconditions(old, true); len(p) != 0 {
 		t.Errorf("ready graph: %v", p)
 	}
-	if p := Preconditions(old, false); len(p) != 1 || !strings.Contains(p[0], "paused by someone else") {
+	if p := Preconditions(old, false); len(p) != 1 || p[0].Class != ClassPausedByOther {
 		t.Errorf("paused Cluster before we paused it: %v", p)
 	}
 	bad := graph()
@@ -370,13 +451,21 @@ func TestPreconditionsAndFingerprint(t *testing.T) {
 	now := metav1.Now()
 	bad[4].SetDeletionTimestamp(&now)
 	unstructured.SetNestedField(bad[6].Object, false, "status", "initialization", "controlPlaneInitialized")
-	p := strings.Join(Preconditions(bad, true), "\n")
-	for _, want := range []string{"has no nodeRef", "KubevirtMachine/np1-abc-x has no providerID", "blocks the move", "being deleted", "control plane not initialized"} {
+	p := classes(Preconditions(bad, true))
+	for _, want := range []string{"no-noderef Machine/np1-abc-x", "no-provider-id KubevirtMachine/np1-abc-x", "block-move MachineSet/np1-abc",
+		"deleting KubevirtMachineTemplate/np1", "not-provisioned Cluster/infra (control plane not initialized)"} {
 		if !strings.Contains(p, want) {
 			t.Errorf("preconditions %q lack %q", p, want)
 		}
 	}
-	if p := Preconditions(old[:6], true); !strings.Contains(strings.Join(p, ""), "0 Clusters") {
+	// A Machine without providerID, whatever its infrastructure kind (the ref names it generically).
+	noPID := graph()
+	noPID[3].Object["status"] = old[3].Object["status"]
+	delete(noPID[1].Object["spec"].(map[string]any), "providerID")
+	if p := Preconditions(noPID, true); len(p) != 1 || p[0].String() != "no-provider-id Machine/np1-abc-x" {
+		t.Errorf("Machine without providerID: %v", p)
+	}
+	if p := Preconditions(old[:6], true); len(p) != 1 || p[0].Class != ClassClusterCount {
 		t.Errorf("no Cluster: %v", p)
 	}
 

@@ -40,10 +40,11 @@ func newWorld() *world {
 }
 
 func (w *world) observe() Observation {
+	fp := fmt.Sprintf("fp%d", w.writes)
 	o := Observation{
 		Now: w.now, NewID: "run1", WebhookHealthy: w.webhook,
 		LegacyClusterPaused: w.legacyPaused || w.old == 0, LegacyScaledDown: w.scaledDown, LegacyPods: w.legacyPods,
-		Fingerprint: fmt.Sprintf("fp%d", w.writes), MissingTwins: w.old - w.twins, PendingRepoints: w.repoints,
+		Fingerprint: fp, MissingTwins: w.old - w.twins, PendingRepoints: w.repoints,
 		Switched: w.switched, WorkloadsAvailable: w.available, PrivateClusterExists: w.twins > 0,
 		PrivateClusterPaused: w.privatePaused, OldObjects: w.old, ProxiedReplicas: w.proxiedReplicas,
 		ProxiedPods: w.proxiedPods, TwinDependents: w.twinDependents, Twins: w.twins, LegacyRestored: w.restored,
@@ -113,7 +114,7 @@ func (w *world) run(t *testing.T, c Config, crashAt int) {
 		w.persist(a)
 		if i != crashAt {
 			if err := w.exec(a); err != nil {
-				f := Fail(ReadState(w.annotations, false), w.observe(), c, ReasonCreateFailed)
+				f := Fail(ReadState(w.annotations, false), w.observe(), c, ReasonCreateFailed, true)
 				w.persist(f)
 			}
 		}
@@ -239,7 +240,7 @@ func TestRollbackFromEveryPhase(t *testing.T) {
 					w.log = append(w.log, Switch)
 					w.proxiedReplicas, w.proxiedPods, w.switched, w.available = 5, 5, true, false
 				} else if err := w.exec(a); err != nil {
-					w.persist(Fail(ReadState(w.annotations, deleting), w.observe(), c, ReasonCreateFailed))
+					w.persist(Fail(ReadState(w.annotations, deleting), w.observe(), c, ReasonCreateFailed, true))
 				}
 				if tc.reason == ReasonHostedClusterDeleted && ReadState(w.annotations, false).Phase == PhaseQuiescing {
 					deleting = true
@@ -285,7 +286,7 @@ func TestRetryAfterClearingFailed(t *testing.T) {
 // desired or proxied pods present, the safe order never repoints, pauses or deletes private objects, and it
 // restores the legacy controllers only when no twin is left. The enhancement's order fails the same check.
 func TestRollbackNeverDeletesWhileActorsRun(t *testing.T) {
-	s := State{Locked: true, Phase: PhaseRollingBack, Rollback: ReasonCreateFailed, RollbackFrom: PhaseResuming, Legacy: true}
+	s := State{Locked: true, Phase: PhaseRollingBack, Rollback: ReasonCreateFailed, RollbackFrom: PhaseResuming, Legacy: true, PhaseStarted: t0}
 	check := func(c Config) []string {
 		var bad []string
 		for bits := range 1 << 7 {
@@ -320,7 +321,7 @@ func TestRollbackNeverDeletesWhileActorsRun(t *testing.T) {
 
 func TestStepTable(t *testing.T) {
 	locked := func(p Phase, extra ...string) map[string]string {
-		a := map[string]string{InProgressAnnotation: "true", ScopeAnnotation: ScopeLegacy, PhaseAnnotation: string(p),
+		a := map[string]string{InProgressAnnotation: "true", ScopeAnnotation: ScopeMigrating, PhaseAnnotation: string(p),
 			IDAnnotation: "run1", PhaseStartedAnnotation: formatTime(t0)}
 		for i := 0; i+1 < len(extra); i += 2 {
 			a[extra[i]] = extra[i+1]
@@ -340,13 +341,15 @@ func TestStepTable(t *testing.T) {
 		phase    Phase  // expected PhaseAnnotation after Changes ("" = unchanged)
 		why      string // substring of Why
 	}{
-		{"unclassified", map[string]string{}, false, ok, Idle, "", "not classified"},
+		{"unclassified", map[string]string{}, false, ok, Idle, "", "unclassified"},
 		{"private", map[string]string{PrivateTypesAnnotation: "true"}, false, ok, Idle, "", "private"},
 		{"failed", map[string]string{ScopeAnnotation: ScopeLegacy, FailedAnnotation: "x"}, false, ok, Idle, "", "remove"},
 		{"legacy deleting", map[string]string{ScopeAnnotation: ScopeLegacy}, true, ok, Idle, "", "deleted"},
 		{"other locked", map[string]string{ScopeAnnotation: ScopeLegacy}, false, with(func(o *Observation) { o.OtherLocked = "a/b" }), Wait, "", "a/b"},
 		{"webhook down preflight", map[string]string{ScopeAnnotation: ScopeLegacy}, false, with(func(o *Observation) { o.WebhookHealthy = false }), Wait, "", "webhook"},
-		{"precondition", map[string]string{ScopeAnnotation: ScopeLegacy}, false, with(func(o *Observation) { o.PreconditionFailures = []string{"Machine/m has no nodeRef"} }), Wait, "", "nodeRef"},
+		{"precondition", map[string]string{ScopeAnnotation: ScopeLegacy}, false, with(func(o *Observation) { o.Blocks = []Block{{Class: ClassNoNodeRef, Object: "Machine/m"}} }), Persist, "", "no-noderef Machine/m"},
+		{"foreign scope", map[string]string{ScopeAnnotation: "team-a"}, false, ok, Idle, "", "another operator"},
+		{"discovery incomplete preflight", map[string]string{ScopeAnnotation: ScopeLegacy}, false, with(func(o *Observation) { o.DiscoveryIncomplete = "x/v1" }), Wait, "", "discovery incomplete"},
 		{"lock", map[string]string{ScopeAnnotation: ScopeLegacy}, false, ok, Persist, PhaseLocked, "lock"},
 		{"locked → quiescing", locked(PhaseLocked), false, ok, Persist, PhaseQuiescing, ""},
 		{"locked without phase", map[string]string{InProgressAnnotation: "true", ScopeAnnotation: ScopeLegacy}, false, ok, Persist, PhaseQuiescing, ""},
@@ -357,7 +360,8 @@ func TestStepTable(t *testing.T) {
 		{"quiet window starts", locked(PhaseQuiescing), false, ok, Persist, "", "quiet window"},
 		{"quiet window restarts on a write", locked(PhaseQuiescing, QuietAnnotation, FormatQuiet("old", t0)), false, ok, Persist, "", "quiet window"},
 		{"quiet window running", locked(PhaseQuiescing, QuietAnnotation, FormatQuiet("fp", t0)), false, ok, Wait, "", "quiet window"},
-		{"quiet, precondition changed", locked(PhaseQuiescing, QuietAnnotation, quiet), false, with(func(o *Observation) { o.PreconditionFailures = []string{"x"} }), Persist, PhaseRollingBack, ReasonPreconditionChanged},
+		{"quiet, precondition changed", locked(PhaseQuiescing, QuietAnnotation, quiet), false, with(func(o *Observation) { o.Blocks = []Block{{Class: ClassDeleting, Object: "Machine/m"}} }), Persist, PhaseRollingBack, ReasonPreconditionChanged},
+		{"quiet, overridden waitable precondition", locked(PhaseQuiescing, QuietAnnotation, quiet, OverrideAnnotation, "no-noderef"), false, with(func(o *Observation) { o.Blocks = []Block{{Class: ClassNoNodeRef, Object: "Machine/m"}} }), Persist, PhaseCopying, ""},
 		{"quiet → copying", locked(PhaseQuiescing, QuietAnnotation, quiet), false, ok, Persist, PhaseCopying, ""},
 		{"copy", locked(PhaseCopying), false, with(func(o *Observation) { o.MissingTwins = 3 }), CopyTwins, "", "3 objects"},
 		{"copy webhook down", locked(PhaseCopying), false, with(func(o *Observation) { o.WebhookHealthy = false }), Wait, "", "webhook"},
@@ -397,6 +401,15 @@ func TestStepTable(t *testing.T) {
 		{"rollback deletes twins", locked(PhaseRollingBack), false, with(func(o *Observation) { o.Twins = 3; o.LegacyRestored = false }), DeleteTwins, "", ""},
 		{"rollback restores", locked(PhaseRollingBack), false, with(func(o *Observation) { o.LegacyRestored = false }), RestoreLegacy, "", ""},
 		{"rollback done", locked(PhaseRollingBack, RollbackAnnotation, ReasonVerifyMismatch), false, ok, Persist, "", "rolled back"},
+		{"no phase start: the deadline starts now", locked(PhaseCopying, PhaseStartedAnnotation, "garbage"), false, ok, Persist, "", "counts from now"},
+		{"repointing waits for complete discovery", locked(PhaseRepointing), false, with(func(o *Observation) { o.DiscoveryIncomplete = "metrics.k8s.io/v1beta1"; o.PendingRepoints = 1 }), Wait, "", "discovery incomplete"},
+		{"verifying waits for complete discovery", locked(PhaseVerifying, QuietAnnotation, quiet), false, with(func(o *Observation) { o.DiscoveryIncomplete = "x/v1" }), Wait, "", "discovery incomplete"},
+		{"rollback waits for complete discovery", locked(PhaseRollingBack), false, with(func(o *Observation) { o.DiscoveryIncomplete = "x/v1"; o.Twins = 2; o.TwinDependents = 0 }), Wait, "", "discovery incomplete"},
+		{"copy: leftovers' dependents first", locked(PhaseCopying), false, with(func(o *Observation) { o.LeftoverDependents = 1; o.Leftovers = 3; o.MissingTwins = 3 }), RepointFromLeftovers, "", "earlier run"},
+		{"copy: leftovers removed before the copy", locked(PhaseCopying), false, with(func(o *Observation) { o.Leftovers = 3; o.MissingTwins = 3 }), RemoveLeftovers, "", "earlier runs"},
+		{"copy: leftovers being removed", locked(PhaseCopying), false, with(func(o *Observation) { o.LeftoversDeleting = 3; o.MissingTwins = 3 }), Wait, "", "being removed"},
+		{"copy: leftovers gone, record dropped", locked(PhaseCopying, LeftoversAnnotation, "run0"), false, with(func(o *Observation) { o.MissingTwins = 3 }), Persist, "", "gone"},
+		{"copy: leftovers wait for complete discovery", locked(PhaseCopying), false, with(func(o *Observation) { o.Leftovers = 1; o.DiscoveryIncomplete = "x/v1" }), Wait, "", "discovery incomplete"},
 	}
 	c := DefaultConfig()
 	for _, tc := range cases {
@@ -417,29 +430,6 @@ func TestStepTable(t *testing.T) {
 				t.Errorf("Wait without RequeueAfter")
 			}
 		})
-	}
-}
-
-func TestFail(t *testing.T) {
-	c := DefaultConfig()
-	o := Observation{Now: t0}
-	for _, tc := range []struct {
-		phase    Phase
-		locked   bool
-		rollback bool
-	}{
-		{PhaseNone, false, false}, {PhaseLocked, true, true}, {PhaseCopying, true, true}, {PhaseResuming, true, true},
-		{PhaseCommitted, true, false}, {PhaseCleaningUp, true, false}, {PhaseRollingBack, true, false},
-	} {
-		s := State{Phase: tc.phase, Locked: tc.locked}
-		a := Fail(s, o, c, ReasonCreateFailed)
-		rolled := a.Changes.Set[PhaseAnnotation] == string(PhaseRollingBack)
-		if rolled != tc.rollback {
-			t.Errorf("Fail in %q: %v, rollback %v want %v", tc.phase, a, rolled, tc.rollback)
-		}
-		if rolled && a.Changes.Set[RollbackFromAnnotation] == "" {
-			t.Errorf("Fail in %q: no rollback-from", tc.phase)
-		}
 	}
 }
 

@@ -6,32 +6,23 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
 
-func TestPredicates(t *testing.T) {
+func TestState(t *testing.T) {
 	cases := []struct {
-		name            string
-		ann             map[string]string
-		legacy, private bool
-		state           string
+		name  string
+		ann   map[string]string
+		state string
 	}{
-		{"unannotated: nobody", nil, false, false, "unclassified"},
-		{"legacy", map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, true, false, "legacy"},
-		{"private", map[string]string{plan.PrivateTypesAnnotation: "true"}, false, true, "migrated"},
-		{"legacy locked", map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy, plan.InProgressAnnotation: "true"}, false, false, "in_progress"},
-		{"private locked (committed, cleaning up)", map[string]string{plan.PrivateTypesAnnotation: "true", plan.InProgressAnnotation: "true"}, false, false, "in_progress"},
-		{"failed back to legacy", map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy, plan.FailedAnnotation: "x"}, true, false, "failed"},
-		{"other scope value", map[string]string{plan.ScopeAnnotation: "something"}, false, false, "unclassified"},
-		{"private false", map[string]string{plan.PrivateTypesAnnotation: "false"}, false, false, "unclassified"},
+		{"unannotated", nil, "unclassified"},
+		{"legacy", map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, "legacy"},
+		{"private", map[string]string{plan.PrivateTypesAnnotation: "true"}, "migrated"},
+		{"locked", map[string]string{plan.ScopeAnnotation: plan.ScopeMigrating, plan.InProgressAnnotation: "true"}, "in_progress"},
+		{"lock without the marker", map[string]string{plan.ScopeAnnotation: plan.ScopeMigrating}, "in_progress"},
+		{"committed, cleaning up", map[string]string{plan.PrivateTypesAnnotation: "true", plan.InProgressAnnotation: "true"}, "in_progress"},
+		{"failed back to legacy", map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy, plan.FailedAnnotation: "x"}, "failed"},
+		{"another operator's scope", map[string]string{plan.ScopeAnnotation: "team-a"}, "other_scope"},
+		{"private marker under another scope", map[string]string{plan.ScopeAnnotation: "team-a", plan.PrivateTypesAnnotation: "true"}, "other_scope"},
 	}
 	for _, tc := range cases {
-		if got := Legacy(tc.ann); got != tc.legacy {
-			t.Errorf("%s: Legacy = %v", tc.name, got)
-		}
-		if got := Private(tc.ann); got != tc.private {
-			t.Errorf("%s: Private = %v", tc.name, got)
-		}
-		if Legacy(tc.ann) && Private(tc.ann) {
-			t.Errorf("%s: both operators accept it", tc.name)
-		}
 		if got := State(tc.ann); got != tc.state {
 			t.Errorf("%s: State = %q, want %q", tc.name, got, tc.state)
 		}
@@ -59,8 +50,10 @@ func TestClassify(t *testing.T) {
 		{"both annotations, private Cluster", twoAnn, prv, MarkPrivate},
 		{"legacy label but private Cluster", legacy, prv, MarkPrivate},
 		{"Clusters in both groups", legacy, both, MarkInconsistent},
-		{"Clusters in both groups while locked: the migrator's", map[string]string{plan.InProgressAnnotation: "true", plan.ScopeAnnotation: plan.ScopeLegacy}, both, Keep},
+		{"Clusters in both groups while locked: the migrator's", map[string]string{plan.ScopeAnnotation: plan.ScopeMigrating, plan.InProgressAnnotation: "true"}, both, Keep},
 		{"failed", map[string]string{plan.FailedAnnotation: "x"}, both, Keep},
+		{"another operator's scope, standard Cluster: not ours", map[string]string{plan.ScopeAnnotation: "team-a"}, std, Keep},
+		{"another operator's scope, no Cluster: not ours", map[string]string{plan.ScopeAnnotation: "team-a"}, none, Keep},
 	}
 	for _, tc := range cases {
 		d := Classify(tc.ann, tc.obs)
@@ -72,10 +65,12 @@ func TestClassify(t *testing.T) {
 		if d != Keep && d != MarkInconsistent && Classify(after, tc.obs) != Keep {
 			t.Errorf("%s: not stable after %s: %v", tc.name, d, after)
 		}
-		if d == MarkLegacy && !Legacy(after) || d == MarkPrivate && !Private(after) {
+		// What HyperShift's scoping makes of the result: legacy → the legacy operator (scope legacy), private →
+		// the default operator (no scope).
+		if d == MarkLegacy && after[plan.ScopeAnnotation] != plan.ScopeLegacy || d == MarkPrivate && after[plan.ScopeAnnotation] != "" {
 			t.Errorf("%s: %s leaves %v", tc.name, d, after)
 		}
-		if d == MarkInconsistent && (Legacy(after) && Private(after) || after[plan.FailedAnnotation] != plan.ReasonInconsistentState) {
+		if d == MarkInconsistent && after[plan.FailedAnnotation] != plan.ReasonInconsistentState {
 			t.Errorf("%s: %v", tc.name, after)
 		}
 	}

@@ -1,0 +1,416 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
+)
+
+// PrivateCRDLabel marks capi-private's CRDs (value "true").
+const PrivateCRDLabel = "hypershift.openshift.io/private-capi"
+
+// apiView is what discovery says about the API server: the catalog of the Cluster API kinds, and the namespaced
+// resources outside the renamed groups (at their preferred version) where dependents of CAPI objects may be.
+type apiView struct {
+	catalog plan.Catalog
+	others  []schema.GroupVersionKind
+	// incomplete lists the group versions discovery could not list ("" when none).
+	incomplete string
+}
+
+// discover reads the API: every served resource (one aggregated discovery request) and the names of the CRDs
+// labelled as capi-private's. A discovery that fails for some groups is not an error: it is reported as
+// incomplete, and the state machine waits rather than act on what it cannot see.
+func (m *Migrator) discover(ctx context.Context) (apiView, error) {
+	groupList, lists, err := m.disc.ServerGroupsAndResources()
+	var v apiView
+	if err != nil {
+		var failed *discovery.ErrGroupDiscoveryFailed
+		if !errors.As(err, &failed) {
+			return v, fmt.Errorf("discovery: %w", err)
+		}
+		var gvs []string
+		for gv := range failed.Groups {
+			gvs = append(gvs, gv.String())
+		}
+		sort.Strings(gvs)
+		v.incomplete = strings.Join(gvs, ", ")
+	}
+	private, err := m.privateCRDNames(ctx)
+	if err != nil {
+		return v, err
+	}
+	preferred := map[string]string{}
+	for _, g := range groupList {
+		preferred[g.Name] = g.PreferredVersion.Version
+	}
+	crds := map[string]*plan.CRD{}
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		mapped := m.opts.Mapping.IsStandard(gv.Group) || m.opts.Mapping.IsPrivate(gv.Group)
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") || !r.Namespaced {
+				continue
+			}
+			if !mapped {
+				if p, ok := preferred[gv.Group]; (!ok || p == gv.Version) && slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "patch") {
+					v.others = append(v.others, gv.WithKind(r.Kind))
+				}
+				continue
+			}
+			name := r.Name + "." + gv.Group
+			c := crds[name]
+			if c == nil {
+				c = &plan.CRD{Name: name, Group: gv.Group, Kind: r.Kind, Plural: r.Name, Namespaced: true,
+					Private: private[name], Established: true}
+				crds[name] = c
+			}
+			c.Served = append(c.Served, gv.Version)
+		}
+	}
+	all := make([]plan.CRD, 0, len(crds))
+	for _, c := range crds {
+		all = append(all, *c)
+	}
+	v.catalog = plan.NewCatalog(all, m.opts.Mapping)
+	return v, nil
+}
+
+// privateCRDNames are the names of the CRDs labelled PrivateCRDLabel=true (metadata only: CRDs are large).
+func (m *Migrator) privateCRDNames(ctx context.Context) (map[string]bool, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinitionList"})
+	if err := m.c.List(ctx, list, client.MatchingLabels{PrivateCRDLabel: "true"}); err != nil {
+		return nil, fmt.Errorf("listing the private CRDs: %w", err)
+	}
+	out := map[string]bool{}
+	for _, c := range list.Items {
+		out[c.Name] = true
+	}
+	return out, nil
+}
+
+// graph is what observe read of a hosted cluster's CAPI objects.
+type graph struct {
+	namespace    string
+	api          apiView
+	old, private []unstructured.Unstructured
+	// unmovable counts the objects of unmovable kinds by "group/Kind"; unmovableObjs are those objects.
+	unmovable     map[string]int
+	unmovableObjs []unstructured.Unstructured
+	id            plan.Identity
+}
+
+// list lists kind gvk in namespace (nothing when its CRD is gone).
+func (m *Migrator) list(ctx context.Context, namespace string, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := m.c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+	}
+	for i := range list.Items {
+		list.Items[i].SetGroupVersionKind(gvk)
+	}
+	return list.Items, nil
+}
+
+// readGraph lists the moved kinds in both group sets and, when withUnmovable, the objects of unmovable kinds.
+func (m *Migrator) readGraph(ctx context.Context, namespace string, api apiView, s plan.State, withUnmovable bool) (graph, error) {
+	g := graph{namespace: namespace, api: api, unmovable: map[string]int{}}
+	for _, k := range api.catalog.Moved {
+		old, err := m.list(ctx, namespace, k.Standard)
+		if err != nil {
+			return g, err
+		}
+		private, err := m.list(ctx, namespace, k.Private)
+		if err != nil {
+			return g, err
+		}
+		g.old, g.private = append(g.old, old...), append(g.private, private...)
+	}
+	if withUnmovable {
+		for _, u := range api.catalog.Unmovable {
+			objs, err := m.list(ctx, namespace, u.Standard)
+			if err != nil {
+				return g, err
+			}
+			g.unmovable[u.Standard.Group+"/"+u.Standard.Kind] += len(objs)
+			g.unmovableObjs = append(g.unmovableObjs, objs...)
+		}
+	}
+	g.id = m.copier.Identify(g.old, g.private, s.ID, s.LeftoverRuns)
+	return g, nil
+}
+
+// idleState reports whether Step decides for s from its annotations alone (nothing to observe).
+func idleState(s plan.State) bool {
+	return !s.InRun() && (!s.Legacy || s.Failed != "" || s.PrivateTypes || s.Deleting)
+}
+
+// observe gathers the plan.Observation of one HostedCluster; the expensive parts only in the phases that use them.
+func (m *Migrator) observe(ctx context.Context, hc *hyperv1.HostedCluster, s plan.State) (plan.Observation, graph, error) {
+	ns := ControlPlaneNamespace(hc)
+	o := plan.Observation{Now: m.opts.Now(), NewID: m.opts.NewID()}
+	if idleState(s) {
+		return o, graph{}, nil
+	}
+	api, err := m.discover(ctx)
+	if err != nil {
+		return o, graph{}, err
+	}
+	o.DiscoveryIncomplete = api.incomplete
+	checks := s.Phase == plan.PhaseNone || s.Phase == plan.PhaseQuiescing || s.Phase == plan.PhaseVerifying
+	g, err := m.readGraph(ctx, ns, api, s, checks)
+	if err != nil {
+		return o, g, err
+	}
+	o.WebhookHealthy = m.webhookHealthy(ctx)
+	w, err := m.opts.Switcher.Observe(ctx, ns)
+	if err != nil {
+		return o, g, err
+	}
+	observeWorkloads(&o, g, w)
+	if checks {
+		o.Blocks = m.blocks(g, w, s)
+		o.Fingerprint = plan.Fingerprint(append(slices.Clone(g.old), g.unmovableObjs...)) + "/" + w.Fingerprint
+	}
+	observeCounts(&o, g)
+	if err := m.observePhase(ctx, &o, g, s); err != nil {
+		return o, g, err
+	}
+	return o, g, nil
+}
+
+func observeWorkloads(o *plan.Observation, g graph, w Workloads) {
+	if cl := clusterOf(g.old); cl != nil {
+		o.LegacyClusterPaused = paused(cl)
+	} else {
+		o.LegacyClusterPaused = true
+	}
+	if pc := clusterOf(g.private); pc != nil {
+		o.PrivateClusterExists, o.PrivateClusterPaused = true, paused(pc)
+	}
+	o.LegacyScaledDown, o.LegacyPods = w.LegacyScaledDown, w.LegacyPods
+	o.Switched, o.WorkloadsAvailable = w.Switched, w.Available
+	o.ProxiedReplicas, o.ProxiedPods = w.ProxiedReplicas, w.ProxiedPods
+	o.LegacyRestored = w.Restored && (clusterOf(g.old) == nil || !paused(clusterOf(g.old)))
+}
+
+// blocks are the preconditions that do not hold: the standard objects', the kinds the migrator cannot move,
+// private objects that are no twin of this cluster, and workloads running through the proxy before the switch.
+func (m *Migrator) blocks(g graph, w Workloads, s plan.State) []plan.Block {
+	out := plan.Preconditions(g.old, s.InRun())
+	out = append(out, g.api.catalog.UnmovableBlocks(g.unmovable)...)
+	for _, st := range g.id.Strays {
+		out = append(out, plan.Block{Class: plan.ClassStrayPrivateObject, Object: st, Detail: "no migrated-from-uid of this cluster's objects"})
+	}
+	if w.ProxiedReplicas > 0 || w.ProxiedPods > 0 {
+		out = append(out, plan.Block{Class: plan.ClassProxiedWhileLegacy, Object: "Deployments",
+			Detail: fmt.Sprintf("%d replicas, %d pods with the proxy", w.ProxiedReplicas, w.ProxiedPods)})
+	}
+	return out
+}
+
+// observeCounts counts the old objects, the twins and the leftovers, present or being deleted.
+func observeCounts(o *plan.Observation, g graph) {
+	for i := range g.old {
+		if g.old[i].GetDeletionTimestamp() != nil {
+			o.OldDeleting++
+		} else {
+			o.OldObjects++
+		}
+	}
+	deleting := map[types.UID]bool{}
+	for i := range g.private {
+		if g.private[i].GetDeletionTimestamp() != nil {
+			deleting[g.private[i].GetUID()] = true
+		}
+	}
+	for _, r := range g.id.Twins {
+		if deleting[r.UID] {
+			o.TwinsDeleting++
+		} else {
+			o.Twins++
+		}
+	}
+	for i := range g.id.LeftoverObjects {
+		if g.id.LeftoverObjects[i].GetDeletionTimestamp() != nil {
+			o.LeftoversDeleting++
+		} else {
+			o.Leftovers++
+		}
+	}
+}
+
+// observePhase fills what only some phases read: missing twins, dependents to re-point, verification, health.
+func (m *Migrator) observePhase(ctx context.Context, o *plan.Observation, g graph, s plan.State) error {
+	complete := g.api.incomplete == ""
+	var err error
+	switch s.Phase {
+	case plan.PhaseCopying:
+		o.MissingTwins = m.missingTwins(g, s.ID)
+		if complete && o.Leftovers > 0 {
+			o.LeftoverDependents, err = m.countDependents(ctx, g, g.id.Leftovers.Invert(g.old))
+		}
+	case plan.PhaseRepointing, plan.PhaseVerifying:
+		if complete {
+			o.PendingRepoints, err = m.countDependents(ctx, g, uidMapOf(g.old))
+		}
+		if s.Phase == plan.PhaseVerifying {
+			o.MissingTwins = m.missingTwins(g, s.ID)
+			o.VerifyProblems = m.copier.Verify(g.old, g.private, g.id.Twins, s.ID)
+		}
+	case plan.PhaseResuming:
+		o.BornObjects = g.id.Strays
+		o.Unhealthy = unhealthy(g, o.WorkloadsAvailable)
+	case plan.PhaseRollingBack:
+		if complete {
+			o.TwinDependents, err = m.countDependents(ctx, g, g.id.Twins.Invert(g.old))
+		}
+	}
+	return err
+}
+
+// uidMapOf maps every object's UID (the map's values are unused: countDependents reads only the keys).
+func uidMapOf(objs []unstructured.Unstructured) plan.UIDMap {
+	out := plan.UIDMap{}
+	for i := range objs {
+		out[objs[i].GetUID()] = plan.RefOf(&objs[i])
+	}
+	return out
+}
+
+// missingTwins counts the old objects without a complete twin of run id: none, or one whose status or
+// managedFields are not written yet.
+func (m *Migrator) missingTwins(g graph, id string) int {
+	byUID := map[types.UID]*unstructured.Unstructured{}
+	for i := range g.private {
+		byUID[g.private[i].GetUID()] = &g.private[i]
+	}
+	n := 0
+	for i := range g.old {
+		old := &g.old[i]
+		tw := byUID[g.id.Twins[old.GetUID()].UID]
+		if tw == nil {
+			n++
+			continue
+		}
+		want, err := m.copier.Twin(old, g.id.Twins, id)
+		if err != nil || plan.StatusPending(old, tw) || plan.ManagedFieldsPending(tw, want.Object.GetManagedFields()) {
+			n++
+		}
+	}
+	return n
+}
+
+func clusterOf(objs []unstructured.Unstructured) *unstructured.Unstructured {
+	for i := range objs {
+		if objs[i].GetKind() == "Cluster" {
+			return &objs[i]
+		}
+	}
+	return nil
+}
+
+func paused(o *unstructured.Unstructured) bool {
+	p, _, _ := unstructured.NestedBool(o.Object, "spec", "paused")
+	return p
+}
+
+// unhealthy is Resuming's health check ("" when green): workloads Available, MachineDeployment and MachineSet
+// counters of the twins equal to the old objects', no deletionTimestamp on a private object.
+func unhealthy(g graph, available bool) string {
+	if !available {
+		return "proxied workloads not Available"
+	}
+	byUID := map[types.UID]*unstructured.Unstructured{}
+	for i := range g.private {
+		p := &g.private[i]
+		byUID[p.GetUID()] = p
+		if p.GetDeletionTimestamp() != nil {
+			return p.GetKind() + "/" + p.GetName() + " is being deleted"
+		}
+	}
+	for i := range g.old {
+		o := &g.old[i]
+		if o.GetKind() != "MachineDeployment" && o.GetKind() != "MachineSet" {
+			continue
+		}
+		tw := byUID[g.id.Twins[o.GetUID()].UID]
+		if tw == nil {
+			return o.GetKind() + "/" + o.GetName() + " has no twin"
+		}
+		for _, f := range []string{"replicas", "readyReplicas", "availableReplicas"} {
+			a, _, _ := unstructured.NestedInt64(o.Object, "status", f)
+			b, _, _ := unstructured.NestedInt64(tw.Object, "status", f)
+			if a != b {
+				return fmt.Sprintf("%s/%s status.%s %d, was %d", o.GetKind(), o.GetName(), f, b, a)
+			}
+		}
+	}
+	return ""
+}
+
+// dependent is an object outside the mapped groups with an ownerReference to one of a set of UIDs.
+type dependent struct {
+	obj *metav1.PartialObjectMetadata
+}
+
+// countDependents counts the dependents of to's keys.
+func (m *Migrator) countDependents(ctx context.Context, g graph, to plan.UIDMap) (int, error) {
+	deps, err := m.dependents(ctx, g, to)
+	return len(deps), err
+}
+
+// dependents lists every namespaced, listable resource outside the mapped groups in the hosted control plane
+// namespace and returns the objects with an ownerReference naming a key of to. Cluster-scoped objects cannot have
+// namespaced owners, so the namespace is complete — provided discovery was (the callers check g.api.incomplete:
+// a resource discovery missed could hold an ownerReference nobody re-points).
+func (m *Migrator) dependents(ctx context.Context, g graph, to plan.UIDMap) ([]dependent, error) {
+	if len(to) == 0 {
+		return nil, nil
+	}
+	if g.api.incomplete != "" {
+		return nil, fmt.Errorf("discovery incomplete (%s): not looking for dependents", g.api.incomplete)
+	}
+	var out []dependent
+	for _, gvk := range g.api.others {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := m.c.List(ctx, list, client.InNamespace(g.namespace)); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || meta.IsNoMatchError(err) {
+				continue
+			}
+			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			if plan.NamesAny(list.Items[i].OwnerReferences, to) {
+				it := list.Items[i]
+				it.SetGroupVersionKind(gvk)
+				out = append(out, dependent{obj: &it})
+			}
+		}
+	}
+	return out, nil
+}
