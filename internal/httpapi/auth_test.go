@@ -16,7 +16,9 @@ import (
 // credentials.
 type denyAll struct{}
 
-func (denyAll) Authenticate(*http.Request) (user.Info, error) { return nil, security.ErrUnauthenticated }
+func (denyAll) Authenticate(*http.Request) (user.Info, error) {
+	return nil, security.ErrUnauthenticated
+}
 func (denyAll) Authorize(context.Context, user.Info, security.Action) (bool, error) {
 	return false, nil
 }
