@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"k8s.io/utils/ptr"
 	"log/slog"
 	"math/big"
 	"slices"
@@ -36,7 +35,6 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
-	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 )
 
 // Simulator is the controller that applies Step's plans to the hub.
@@ -415,7 +413,7 @@ func (s *Simulator) applyDelete(ctx context.Context, hc *hyperv1.HostedCluster, 
 		}
 	}
 	if d.DeleteSecrets {
-		for _, name := range []string{render.AdminKubeconfigName(hc.Name), render.KubeadminPasswordName(hc.Name)} {
+		for _, name := range []string{adminKubeconfigName(hc), kubeadminPasswordName(hc)} {
 			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: name}}
 			if err := s.Client.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
 				return err
@@ -487,12 +485,11 @@ func (s *Simulator) setAgentBinding(ctx context.Context, hc *hyperv1.HostedClust
 	return s.Client.Status().Update(ctx, u)
 }
 
-// ensureOperatorSecrets creates <name>-admin-kubeconfig (labels copied from the HostedCluster, ownerReference to it,
-// key "kubeconfig") and <name>-kubeadmin-password, as the operator does when the control plane becomes available.
+// ensureOperatorSecrets creates the admin kubeconfig and kubeadmin password Secrets as the operator does when the
+// control plane becomes available (OperatorSecrets).
 func (s *Simulator) ensureOperatorSecrets(ctx context.Context, hc *hyperv1.HostedCluster) error {
-	kcName := render.AdminKubeconfigName(hc.Name)
 	var existing corev1.Secret
-	err := s.Client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: kcName}, &existing)
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: adminKubeconfigName(hc)}, &existing)
 	if err == nil {
 		return nil
 	}
@@ -503,19 +500,7 @@ func (s *Simulator) ensureOperatorSecrets(ctx context.Context, hc *hyperv1.Hoste
 	if err != nil {
 		return err
 	}
-	owner := metav1.OwnerReference{APIVersion: hyperv1.GroupVersion.String(), Kind: "HostedCluster", Name: hc.Name, UID: hc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
-	labels := map[string]string{}
-	if !slices.Contains(s.OlderOperatorNamespaces, hc.Namespace) {
-		for k, v := range hc.Labels {
-			labels[k] = v
-		}
-	}
-	for _, sec := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Name: kcName, Namespace: hc.Namespace, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
-			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"kubeconfig": kubeconfig}},
-		{ObjectMeta: metav1.ObjectMeta{Name: render.KubeadminPasswordName(hc.Name), Namespace: hc.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
-			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"password": []byte(randomString(23))}},
-	} {
+	for _, sec := range OperatorSecrets(hc, kubeconfig, randomString(23), !slices.Contains(s.OlderOperatorNamespaces, hc.Namespace)) {
 		if err := s.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
