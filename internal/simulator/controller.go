@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -127,6 +128,9 @@ func (s *Simulator) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	plan := Step(Observed{HC: &hc, NodePools: nps, Agents: agents, Now: s.Now()}, s.Timeline)
 	if err := s.apply(ctx, &hc, nps, plan); err != nil {
+		if errors.Is(err, errNamespaceTerminating) {
+			return reconcile.Result{RequeueAfter: 250 * time.Millisecond}, nil // the namespace controller empties it
+		}
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// Retry soon, at a fixed pace: Requeue would back off exponentially per key (to minutes after a run
 			// of conflicts with the SP's own writes during day-2 operations), stalling the simulated operator.
@@ -219,6 +223,9 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 		if p.Start {
 			s.Log.Info("simulator: adopted HostedCluster", "namespace", hc.Namespace, "name", hc.Name, "fail", hc.Annotations[AnnotationFail])
 		}
+	}
+	if err := s.ensureControlPlaneNamespace(ctx, hc); err != nil {
+		return err
 	}
 	for _, name := range p.NPFinalize {
 		for _, np := range nps {
@@ -413,6 +420,9 @@ func (s *Simulator) applyDelete(ctx context.Context, hc *hyperv1.HostedCluster, 
 		}
 	}
 	if d.DeleteSecrets {
+		if err := s.deleteControlPlaneNamespace(ctx, hc); err != nil {
+			return err
+		}
 		for _, name := range []string{adminKubeconfigName(hc), kubeadminPasswordName(hc)} {
 			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: name}}
 			if err := s.Client.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {

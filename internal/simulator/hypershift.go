@@ -1,9 +1,15 @@
 package simulator
 
 import (
+	"context"
+	"errors"
+	"strings"
+
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // What the HyperShift operator writes, as its source writes it (testdata/hypershift-operator-objects.yaml records
@@ -46,4 +52,71 @@ func OperatorSecrets(hc *hyperv1.HostedCluster, kubeconfig []byte, password stri
 			Annotations: annotations(), OwnerReferences: operatorOwner(hc)},
 			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"password": []byte(password)}},
 	}
+}
+
+// annotationSkipNamespaceDeletion on a HostedCluster keeps its control plane namespace when it is deleted.
+const annotationSkipNamespaceDeletion = "hypershift.openshift.io/skip-delete-hosted-controlplane-namespace"
+
+// controlPlaneNamespace is the operator's control plane namespace of a HostedCluster, with the labels it sets.
+func controlPlaneNamespace(hc *hyperv1.HostedCluster) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: hc.Namespace + "-" + strings.ReplaceAll(hc.Name, ".", "-"),
+		Labels: map[string]string{
+			"hypershift.openshift.io/hosted-control-plane":   "true",
+			"pod-security.kubernetes.io/enforce":             "privileged",
+			"pod-security.kubernetes.io/audit":               "privileged",
+			"pod-security.kubernetes.io/warn":                "privileged",
+			"security.openshift.io/scc.podSecurityLabelSync": "false",
+		},
+	}}
+}
+
+// ensureControlPlaneNamespace creates the control plane namespace, or adopts an existing one by giving it the
+// operator's labels — whoever it belonged to, as the operator's createOrUpdate does.
+func (s *Simulator) ensureControlPlaneNamespace(ctx context.Context, hc *hyperv1.HostedCluster) error {
+	want := controlPlaneNamespace(hc)
+	var ns corev1.Namespace
+	err := s.Client.Get(ctx, client.ObjectKeyFromObject(want), &ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		return client.IgnoreAlreadyExists(s.Client.Create(ctx, want))
+	case err != nil:
+		return err
+	case ns.DeletionTimestamp != nil:
+		return nil // the operator's createOrUpdate fails until it is gone; the next reconcile makes it again
+	}
+	before := ns.DeepCopy()
+	changed := false
+	for k, v := range want.Labels {
+		if ns.Labels[k] != v {
+			if ns.Labels == nil {
+				ns.Labels = map[string]string{}
+			}
+			ns.Labels[k], changed = v, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return s.Client.Patch(ctx, &ns, client.MergeFrom(before))
+}
+
+// errNamespaceTerminating: the control plane namespace is still being deleted; the operator keeps its finalizer
+// on the HostedCluster until it is gone.
+var errNamespaceTerminating = errors.New("the control plane namespace is still being deleted")
+
+// deleteControlPlaneNamespace deletes the control plane namespace (unless the HostedCluster says to keep it) and
+// returns errNamespaceTerminating until it is gone.
+func (s *Simulator) deleteControlPlaneNamespace(ctx context.Context, hc *hyperv1.HostedCluster) error {
+	if hc.Annotations[annotationSkipNamespaceDeletion] == "true" {
+		return nil
+	}
+	err := s.Client.Delete(ctx, controlPlaneNamespace(hc))
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil && !apierrors.IsConflict(err): // Conflict: already terminating
+		return err
+	}
+	return errNamespaceTerminating
 }

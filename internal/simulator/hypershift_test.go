@@ -70,4 +70,12 @@ func TestOperatorObjectsMatchHyperShift(t *testing.T) {
 			t.Errorf("the simulator does not write %s", k)
 		}
 	}
+	ns := controlPlaneNamespace(hc)
+	w := want["Namespace/"+ns.Name]
+	if w == nil {
+		t.Fatalf("the operator's control plane namespace is not %s", ns.Name)
+	}
+	if !reflect.DeepEqual(w.GetLabels(), ns.Labels) || len(w.GetAnnotations()) != len(ns.Annotations) {
+		t.Errorf("namespace %s: simulator labels %v annotations %v, HyperShift %v %v", ns.Name, ns.Labels, ns.Annotations, w.GetLabels(), w.GetAnnotations())
+	}
 }
