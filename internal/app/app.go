@@ -236,7 +236,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	a.Health = health.New(checks, health.Options{Interval: interval, Ready: h.Synced})
 	a.Guard, err = security.New(security.Options{Mode: cfg.Auth, Anonymous: cfg.AuthAnonymous, ClientCAFile: cfg.ClientCAFile,
-		APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: restCfg})
+		APIAudiences: cfg.APIAudiences, APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: restCfg})
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -63,6 +64,8 @@ type Options struct {
 	Mode         string // ModeKubernetes or ModeNone
 	Anonymous    bool   // ModeKubernetes: requests without credentials are system:anonymous
 	ClientCAFile string // ModeKubernetes: CA of accepted client certificates ("" = bearer tokens only)
+	// APIAudiences (ModeKubernetes): audiences of tokens bound to this service, accepted besides the hub's own.
+	APIAudiences []string
 	APIGroup     string
 	Namespace    string // namespace of the authorization checks (the SP's)
 	// Hub is where TokenReviews and SubjectAccessReviews go (ModeKubernetes).
@@ -113,7 +116,7 @@ func New(o Options) (*Guard, error) {
 		g.clientCA = ca
 		ac.ClientCertificateCAContentProvider = ca
 	}
-	if g.authn, _, err = ac.New(); err != nil {
+	if g.authn, err = authenticatorFor(ac, o.APIAudiences); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
 	zc := authorizerfactory.DelegatingAuthorizerConfig{
@@ -126,6 +129,34 @@ func New(o Options) (*Guard, error) {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
 	return g, nil
+}
+
+// authenticatorFor builds the delegating authenticator. With audiences it is two of them, tried in turn: one whose
+// TokenReviews ask for this service's audiences (and that checks client certificates), then one for tokens of the
+// hub's own audience (and that falls back to anonymous when configured) — so a token bound to this service and a
+// token for the hub are both accepted, and any other token is refused by both. As in an API server's
+// authentication filter, the audiences a TokenReview asks for are those of the request's context.
+func authenticatorFor(ac authenticatorfactory.DelegatingAuthenticatorConfig, audiences []string) (authenticator.Request, error) {
+	if len(audiences) == 0 {
+		a, _, err := ac.New()
+		return a, err
+	}
+	bound := ac
+	bound.APIAudiences, bound.Anonymous = audiences, nil
+	hubOnly := ac
+	hubOnly.ClientCertificateCAContentProvider = nil
+	first, _, err := bound.New()
+	if err != nil {
+		return nil, err
+	}
+	second, _, err := hubOnly.New()
+	if err != nil {
+		return nil, err
+	}
+	withAudiences := authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
+		return first.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), audiences)))
+	})
+	return union.New(withAudiences, second), nil
 }
 
 // Options are the options the guard was built with.
