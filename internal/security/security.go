@@ -14,10 +14,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/wait"
 	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -70,6 +72,9 @@ type Options struct {
 	Namespace    string // namespace of the authorization checks (the SP's)
 	// Hub is where TokenReviews and SubjectAccessReviews go (ModeKubernetes).
 	Hub *rest.Config
+	// Registry receives the TLS reload metrics (nil: not exported); Log their state changes.
+	Registry prometheus.Registerer
+	Log      *slog.Logger
 }
 
 // Guard authenticates and authorizes API requests.
@@ -78,6 +83,7 @@ type Guard struct {
 	authn    authenticator.Request
 	authz    authorizer.Authorizer
 	clientCA *dynamiccertificates.DynamicFileCAContent
+	*reloads
 }
 
 // ErrUnauthenticated means the request carries no credentials (and anonymous access is off) or invalid ones.
@@ -88,7 +94,7 @@ var Unauthenticated user.Info = &user.DefaultInfo{Name: "anonymous (auth: none)"
 
 // New builds the Guard. In ModeKubernetes it prepares (but does not call) the hub's review APIs.
 func New(o Options) (*Guard, error) {
-	g := &Guard{o: o}
+	g := &Guard{o: o, reloads: newReloads(o.Registry, o.Log)}
 	if o.Mode == ModeNone {
 		return g, nil
 	}
@@ -181,6 +187,7 @@ func (g *Guard) Run(ctx context.Context) {
 	if err := g.clientCA.RunOnce(ctx); err != nil {
 		_ = err // the file was read by New; a failure here keeps the last good bundle
 	}
+	go g.watch(ctx, "client-ca", g.clientCA.RunOnce)
 	g.clientCA.Run(ctx, 1)
 }
 
