@@ -1,12 +1,12 @@
 // Package security is the SP's use of k8s.io/apiserver, the machinery every Kubernetes extension server uses: who
 // is calling (delegated authentication — bearer tokens through the hub's TokenReview, client certificates against
 // a CA file), what they may do (delegated authorization — SubjectAccessReview against the hub's RBAC), and HTTPS
-// with certificates reloaded from disk when they change. Nothing here is hand-rolled: the package only configures
-// the library and names the SP's authorization attributes.
+// with certificates reloaded from disk when they change (counting the reloads that fail). Nothing here is
+// hand-rolled: the package only configures the library and names the SP's authorization attributes.
 //
-// Authorization attributes (docs/security.md): API group authAPIGroup (default clusters.acm-cluster-sp.dcm.io),
-// version v1alpha1, resource "clusters", verbs create/get/list/delete, the instance id as resource name, and the
-// SP's namespace — so both ClusterRoleBindings and RoleBindings in that namespace grant access. Reading a
+// Authorization attributes (README, "Security"): API group authAPIGroup (default clusters.acm-cluster-sp.dcm.io),
+// version v1alpha1, resource "clusters", verbs create/get/list/patch/delete, the instance id as resource name, and
+// the SP's namespace — so both ClusterRoleBindings and RoleBindings in that namespace grant access. Reading a
 // cluster's admin kubeconfig is its own permission: subresource "kubeconfig", verb "get".
 package security
 
