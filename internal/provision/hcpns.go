@@ -91,7 +91,7 @@ func (s *Service) controlPlaneNamespaceState(ctx context.Context, name string) (
 		steps = append(steps, func() error {
 			hc := &metav1.PartialObjectMetadata{}
 			hc.SetGroupVersionKind(hyperv1.GroupVersion.WithKind("HostedCluster"))
-			err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, hc)
+			err := s.hub.Client.Get(ctx, client.ObjectKey(r), hc)
 			found[i] = err == nil
 			if apierrors.IsNotFound(err) {
 				return nil
