@@ -24,6 +24,10 @@ OCM=open-cluster-management.io/api@v1.2.0
 KAC=github.com/stolostron/klusterlet-addon-controller@v0.0.0-20251011010713-c9f0c7b72224
 ASSISTED=github.com/openshift/assisted-service@v1.0.10-0.20230830164851-6573b5d7021d
 KUBEVIRT=kubevirt.io/kubevirt@v1.8.0
+# What deploy/ ships besides the SP's own objects (the PrometheusRule and ServiceMonitor; the cert-manager
+# component's Certificate), so make manifests-check and the deployed-RBAC tests can apply them.
+PROMOP=github.com/prometheus-operator/prometheus-operator@v0.85.0
+CERTMANAGER=github.com/cert-manager/cert-manager@v1.21.2
 
 HS_DIR=hypershift/v1beta1/zz_generated.featuregated-crd-manifests
 KV_GO=pkg/virt-operator/resource/generate/components/validations_generated.go
@@ -39,6 +43,9 @@ agents.agent-install.openshift.io.yaml|Agent|$ASSISTED|config/crd/bases/agent-in
 infraenvs.agent-install.openshift.io.yaml|InfraEnv|$ASSISTED|config/crd/bases/agent-install.openshift.io_infraenvs.yaml|none
 virtualmachines.kubevirt.io.yaml|VirtualMachine|$KUBEVIRT|$KV_GO|kubevirt
 virtualmachineinstances.kubevirt.io.yaml|VirtualMachineInstance|$KUBEVIRT|$KV_GO|kubevirt
+prometheusrules.monitoring.coreos.com.yaml|PrometheusRule|$PROMOP|example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml|none
+servicemonitors.monitoring.coreos.com.yaml|ServiceMonitor|$PROMOP|example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml|none
+certificates.cert-manager.io.yaml|Certificate|$CERTMANAGER|deploy/crds/cert-manager.io_certificates.yaml|none
 "
 
 start=$(date +%s)

@@ -1,21 +1,29 @@
 // Command manifestscheck renders deploy/ and each overlay with kubectl kustomize and validates the result against a
-// real kube-apiserver's OpenAPI (a local hub with the product's CRDs): server-side apply, dry-run, strict field
-// validation. `make manifests-check` runs it; CI too.
+// real kube-apiserver's OpenAPI (a local hub with the product's CRDs, and those of the PrometheusRule,
+// ServiceMonitor and cert-manager Certificate deploy/ ships): server-side apply, dry-run, strict field validation;
+// and checks that every variant but the dcm overlay serves HTTPS. `make manifests-check` runs it; CI too.
 package main
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 )
 
-var variants = []string{"deploy", "deploy/overlays/dcm", "deploy/overlays/secure"}
+var variants = []string{"deploy", "deploy/overlays/dcm", "deploy/overlays/secure", "deploy/overlays/cert-manager"}
+
+// plainHTTP is the one variant that serves plain HTTP (DCM's credential-less calls); every other one must serve
+// HTTPS.
+const plainHTTP = "deploy/overlays/dcm"
 
 func main() {
 	if err := run(); err != nil {
@@ -49,6 +57,11 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s does not validate:\n%s", dir, out)
 		}
+		if tls, err := servesTLS(rendered); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		} else if tls != (dir != plainHTTP) {
+			return fmt.Errorf("%s serves TLS: %v (only %s may serve plain HTTP)", dir, tls, plainHTTP)
+		}
 		fmt.Printf("%s: %d objects valid (server-side dry run, strict)\n", dir, bytes.Count(out, []byte("\n")))
 	}
 	return nil
@@ -59,4 +72,39 @@ func stderrOf(err error) error {
 		return fmt.Errorf("%s", ee.Stderr)
 	}
 	return err
+}
+
+// servesTLS reports whether the rendered Deployment gives the SP a serving certificate (SP_TLS_CERT_FILE) and
+// probes it over HTTPS.
+func servesTLS(rendered []byte) (bool, error) {
+	for _, doc := range bytes.Split(rendered, []byte("\n---\n")) {
+		var d struct {
+			Kind string
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Env            []struct{ Name, Value string }
+							ReadinessProbe struct {
+								HTTPGet struct{ Scheme string } `json:"httpGet"`
+							} `json:"readinessProbe"`
+						}
+					}
+				}
+			}
+		}
+		if err := yaml.Unmarshal(doc, &d); err != nil || d.Kind != "Deployment" {
+			continue
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		cert := false
+		for _, e := range c.Env {
+			cert = cert || e.Name == "SP_TLS_CERT_FILE" && e.Value != ""
+		}
+		if https := c.ReadinessProbe.HTTPGet.Scheme == "HTTPS"; cert != https {
+			return false, fmt.Errorf("serving certificate %v but readiness probe over %q", cert, c.ReadinessProbe.HTTPGet.Scheme)
+		}
+		return cert, nil
+	}
+	return false, errors.New("no Deployment rendered")
 }

@@ -259,7 +259,7 @@ func leftoversIn(t testing.TB, ns, id, name string) []string {
 	for _, a := range reservedAgents(t, id) {
 		out = append(out, "Agent reservation/"+a)
 	}
-	return out
+	return append(out, controlPlaneNamespaceLeft(t, ns, name)...)
 }
 
 func reservedAgents(t testing.TB, id string) []string {

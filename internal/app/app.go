@@ -96,6 +96,8 @@ func New(cfg *config.Config, o Options) (*App, error) {
 			restCfg.QPS = -1 // client-go: no rate limiter
 		}
 	}
+	hubMetrics := hub.NewMetrics()
+	hubMetrics.Instrument(restCfg)
 	var infraCfg *rest.Config
 	var infraKubeconfig []byte
 	if cfg.KubevirtInfraCluster != "" {
@@ -168,6 +170,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(hubMetrics.Collectors()...)
 
 	a := &App{Config: cfg, Hub: h, Service: svc, Platforms: platforms, Registry: reg, log: log, listener: o.Listener}
 	var reporter reconcile.Reporter
@@ -189,7 +192,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if ro.ResyncPeriod == 0 {
 		ro.ResyncPeriod = cfg.ResyncPeriod
 	}
-	ro.WaitForSync, ro.Log = h.WaitForSync, log
+	ro.WaitForSync, ro.Log, ro.Registry = h.WaitForSync, log, reg
 	ro.CatchUp = func(ctx context.Context) error { return h.CatchUp(ctx, 10*time.Second) }
 	a.Reconciler = reconcile.New(h.Index(), svc, reporter, ro)
 	if a.Publisher != nil {
@@ -242,8 +245,9 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		checks = append(checks, health.InformationalCheck("registration", a.Registrar.Status))
 	}
 	a.Health = health.New(checks, health.Options{Interval: interval, Ready: h.Synced})
+	reg.MustRegister(a.Health.Collector())
 	a.Guard, err = security.New(security.Options{Mode: cfg.Auth, Anonymous: cfg.AuthAnonymous, ClientCAFile: cfg.ClientCAFile,
-		APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: restCfg})
+		APIAudiences: cfg.APIAudiences, APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: restCfg, Registry: reg, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +324,7 @@ func (a *App) Run(ctx context.Context) error {
 	defer cancel()
 	listener := a.listener
 	if a.Config.TLS() {
-		tlsCfg, err := security.ServingTLS(ctx, a.Config.TLSCertFile, a.Config.TLSKeyFile, a.Guard.ClientCA())
+		tlsCfg, err := a.Guard.ServingTLS(ctx, a.Config.TLSCertFile, a.Config.TLSKeyFile)
 		if err != nil {
 			return err
 		}

@@ -843,12 +843,7 @@ func (s *seeder) one(i int) error {
 	}
 	p := simulator.Step(simulator.Observed{HC: hc, NodePools: []*hyperv1.NodePool{np}, Now: now}, tl)
 	if p.Kubeconfig {
-		for _, sec := range []*corev1.Secret{
-			{ObjectMeta: metav1.ObjectMeta{Name: render.AdminKubeconfigName(name), Namespace: benchNS, Labels: hc.Labels, OwnerReferences: owner},
-				Data: map[string][]byte{"kubeconfig": benchKubeconfig(name)}},
-			{ObjectMeta: metav1.ObjectMeta{Name: render.KubeadminPasswordName(name), Namespace: benchNS, OwnerReferences: owner},
-				Data: map[string][]byte{"password": []byte("bench-password-0123456789")}},
-		} {
+		for _, sec := range simulator.OperatorSecrets(hc, benchKubeconfig(name), "bench-password-0123456789", true) {
 			if err := seedCreate(ctx, s.c, sec); err != nil {
 				return err
 			}

@@ -52,6 +52,7 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg.LogLevel, cfg.LogFormat = "warn", "json"
 	cfg.RequestTimeout, cfg.ShutdownTimeout = 7*time.Second, 9*time.Second
 	cfg.Auth, cfg.AuthAnonymous, cfg.AuthAPIGroup = config.AuthKubernetes, true, "keys.example.com"
+	cfg.APIAudiences, cfg.AllowPlaintextCredentials = []string{"keys-audience"}, true
 	cfg.ClientCAFile = write("client-ca.crt", string(ca.CertPEM))
 	cfg.TLSCertFile, cfg.TLSKeyFile = write("tls.crt", string(serving.CertPEM)), write("tls.key", string(serving.KeyPEM))
 	cfg.HubQPS, cfg.HubBurst = 123, 456
@@ -184,6 +185,17 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		"activeStatus":       func() { eq("activeStatus", svc.Vocabulary.Active, status.Running) },
 		"problemTypes":       func() { eq("problemTypes", a.server.ProblemTypeURIs(), true) },
 		"deleteKeyRetention": func() { eq("deleteKeyRetention", svc.DeleteKeyRetention, 3*time.Hour) },
+
+		// Tokens of that audience accepted: TestAuthAudiences.
+		"apiAudiences": func() { eq("apiAudiences", strings.Join(guard.APIAudiences, ","), "keys-audience") },
+		// What it permits: config.TestCredentialsNeedTLS.
+		"allowPlaintextCredentials": func() {
+			plain := cfg
+			plain.NATSURL, plain.NATSCAFile, plain.NATSCertFile, plain.NATSKeyFile = "nats://nats.keys.example.com:4222", "", "", ""
+			allowed := plain.Validate() == nil
+			plain.AllowPlaintextCredentials = false
+			eq("allowPlaintextCredentials", allowed && plain.Validate() != nil, true)
+		},
 	}
 	for _, k := range config.Keys() {
 		check, ok := checks[k[0]]

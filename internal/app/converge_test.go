@@ -20,6 +20,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/faultproxy"
+	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/reconcile"
 	"github.com/dcm-sp/acm-cluster-sp/internal/render"
@@ -79,7 +80,7 @@ func childrenOf(t *testing.T, ns, id, name, provider string, secrets int) {
 	}
 	mine := 0
 	for i := range list.Items {
-		if list.Items[i].Name == render.AdminKubeconfigName(name) {
+		if list.Items[i].Name == hub.AdminKubeconfigName(name) {
 			continue // the operator's
 		}
 		owned("Secret", &list.Items[i])
@@ -236,7 +237,7 @@ func TestKubeconfigFromAnUnlabelledSecret(t *testing.T) {
 	}
 	c, _ := sp.waitStatus(t, id, "READY", 60*time.Second)
 	var sec corev1.Secret
-	if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "oldop", Name: render.AdminKubeconfigName(name)}, &sec); err != nil {
+	if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "oldop", Name: hub.AdminKubeconfigName(name)}, &sec); err != nil {
 		t.Fatal(err)
 	}
 	if len(sec.Labels) != 0 {

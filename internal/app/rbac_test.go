@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
@@ -129,25 +131,47 @@ func startDeployed(t *testing.T, objs []*unstructured.Unstructured, sa string, s
 		BearerToken: tr.Status.Token, QPS: 100, Burst: 200, WrapTransport: rec.wrap}
 
 	var fileContent string
+	env := map[string]string{}
 	for _, o := range objs {
 		if o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), "acm-cluster-sp-config") {
 			fileContent, _, _ = unstructured.NestedString(o.Object, "data", "config.yaml")
 		}
+		if o.GetKind() == "Deployment" {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			vars, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+			for _, v := range vars {
+				if name, _ := v.(map[string]any)["name"].(string); strings.HasPrefix(name, "SP_") {
+					env[name], _ = v.(map[string]any)["value"].(string)
+				}
+			}
+		}
 	}
-	file := filepath.Join(t.TempDir(), "config.yaml")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(file, []byte(fileContent), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	httpClient := &http.Client{Timeout: 30 * time.Second}
+	if env["SP_TLS_CERT_FILE"] != "" {
+		// The platform's serving certificate (the service CA, cert-manager): one from a test CA, in the same place.
+		ca := testpki.NewCA(t, "deployed-serving-ca")
+		pair := ca.Serving(t, "acm-cluster-sp")
+		env["SP_TLS_CERT_FILE"], env["SP_TLS_KEY_FILE"] = testpki.WriteFile(t, dir, "tls.crt", pair.CertPEM), testpki.WriteFile(t, dir, "tls.key", pair.KeyPEM)
+		httpClient.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}}
 	}
 	reg, err := devhub.StartRegistry("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	// The deployed file, with what differs on the local hub set as a Deployment's environment would.
-	env := map[string]string{
+	// The deployed file and the Deployment's environment, with what differs on the local hub set as the Deployment's
+	// environment would.
+	for k, v := range map[string]string{
 		"SP_CONFIG": file, "SP_LISTEN_ADDRESS": "127.0.0.1:0", "SP_NATS_URL": testHub.NATSURL,
 		"SP_REGISTRATION_URL": reg.URL, "SP_API_HOST": "http://127.0.0.1:1", "SP_DEFAULT_INFRA_ENV_NAME": "production-infraenv",
 		"SP_LEASE_DURATION": "3s",
+	} {
+		env[k] = v
 	}
 	loader := config.Bind(pflag.NewFlagSet("deployed", pflag.ContinueOnError))
 	cfg, err := loader.Load(func(k string) string { return env[k] })
@@ -160,9 +184,9 @@ func startDeployed(t *testing.T, objs []*unstructured.Unstructured, sa string, s
 	}
 	sp, ready := launchSPUntil(t, *cfg, Options{RestConfig: saCfg}, abort)
 	t.Cleanup(sp.stop)
-	userToken := newRBAC(t, "acm-cluster-sp").tokenBoundTo(t, "platform-user", "clusters", "acm-cluster-sp-user", "acm-cluster-sp-kubeconfig-reader")
+	userToken := newRBAC(t, "acm-cluster-sp").tokenBoundTo(t, "platform-user", "clusters", "acm-cluster-sp-user", "acm-cluster-sp-day2", "acm-cluster-sp-kubeconfig-reader")
 	return &deployedSP{testSP: sp, forbidden: rec, registry: reg, cfg: *cfg,
-		user: caller{base: sp.URL, token: userToken, http: &http.Client{Timeout: 30 * time.Second}}}, ready
+		user: caller{base: sp.URL, token: userToken, http: httpClient}}, ready
 }
 
 // tokenBoundTo creates a ServiceAccount in f's namespace bound to Roles of namespace ns, and returns its token.
@@ -379,8 +403,9 @@ func without(objs []*unstructured.Unstructured, drop rbacRule) []*unstructured.U
 	return out
 }
 
-// canSA asks the hub whether the SP's ServiceAccount may use a rule's first verb and resource (RBAC changes take
-// effect asynchronously).
+// canSA asks the hub whether the SP's ServiceAccount may use every verb of a rule on its first resource (RBAC
+// changes take effect asynchronously). A verb another rule also grants (get on hostedclusters is granted in the
+// clusters' namespace and, by name, cluster-wide) stays allowed: the rule counts as removed once any verb is not.
 func canSA(t *testing.T, r rbacRule) bool {
 	t.Helper()
 	cs, _ := kubernetes.NewForConfig(testHub.Config)
@@ -389,14 +414,19 @@ func canSA(t *testing.T, r rbacRule) bool {
 	if len(r.rule.ResourceNames) > 0 {
 		name = r.rule.ResourceNames[0]
 	}
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: "system:serviceaccount:acm-cluster-sp:acm-cluster-sp", Groups: []string{"system:serviceaccounts", "system:authenticated"},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: r.namespace, Group: r.rule.APIGroups[0], Resource: res, Subresource: sub, Verb: r.rule.Verbs[0], Name: name}}}
-	got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	for _, verb := range r.rule.Verbs {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:acm-cluster-sp:acm-cluster-sp", Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: r.namespace, Group: r.rule.APIGroups[0], Resource: res, Subresource: sub, Verb: verb, Name: name}}}
+		got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Status.Allowed {
+			return false
+		}
 	}
-	return got.Status.Allowed
+	return true
 }
 
 // Every rule of the SP's RBAC is needed: with any one removed, the SP's lifecycle meets a 403 (or fails).

@@ -68,8 +68,9 @@ func (f *rbacFixture) bind(t *testing.T, role, subject string) {
 	}
 }
 
-// token creates a ServiceAccount (if needed) and mints a token for it with the TokenRequest API.
-func (f *rbacFixture) token(t *testing.T, sa string) string {
+// token creates a ServiceAccount (if needed) and mints a token for it with the TokenRequest API (for the hub's own
+// audience, or for the audiences given, as kubectl create token --audience does).
+func (f *rbacFixture) token(t *testing.T, sa string, audiences ...string) string {
 	t.Helper()
 	ctx := context.Background()
 	_, err := f.cs.CoreV1().ServiceAccounts(f.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
@@ -77,7 +78,7 @@ func (f *rbacFixture) token(t *testing.T, sa string) string {
 		t.Fatal(err)
 	}
 	tr, err := f.cs.CoreV1().ServiceAccounts(f.ns).CreateToken(ctx, sa,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600), Audiences: audiences}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

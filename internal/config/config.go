@@ -61,6 +61,11 @@ type Config struct {
 	TLSCertFile          string `key:"tlsCertFile" usage:"serving certificate (PEM); with tlsKeyFile the API is served over HTTPS, reloaded when the files change"`
 	TLSKeyFile           string `key:"tlsKeyFile" usage:"serving private key (PEM)"`
 
+	// Tokens bound to this service cannot be replayed against the hub by whoever sees them; credentials the SP sends
+	// travel over TLS unless said otherwise (docs/operations.md, "Transport security").
+	APIAudiences              []string `key:"apiAudiences" usage:"audiences of bearer tokens bound to this service (kubectl create token --audience …), accepted besides tokens for the hub itself (empty: only tokens for the hub)"`
+	AllowPlaintextCredentials bool     `key:"allowPlaintextCredentials" usage:"permit sending natsPasswordFile (or a password in natsURL) over nats:// or ws:// without TLS, and registrationTokenFile over http://, to a non-loopback host"`
+
 	// DCM registration
 	ProviderName    string `key:"providerName" default:"acm-cluster-sp" usage:"registration name; {providerName} in event templates"`
 	DisplayName     string `key:"displayName" default:"ACM Cluster Service Provider (HyperShift)" usage:"registration display name"`
@@ -568,6 +573,9 @@ func (c *Config) validateSecurity(bad func(key, format string, args ...any) erro
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return bad("tlsCertFile", "tlsCertFile and tlsKeyFile go together")
+	}
+	if err := c.validateTransport(bad); err != nil {
+		return err
 	}
 	if (c.NATSCertFile == "") != (c.NATSKeyFile == "") {
 		return bad("natsCertFile", "natsCertFile and natsKeyFile go together")

@@ -24,7 +24,8 @@ import (
 )
 
 // Dev-mode identities for trying the secure path: both may create, read, list and delete clusters; only
-// DevAdmin may read admin kubeconfigs. DevSPM has what DCM's Service Provider Manager needs, and no more.
+// DevAdmin may change them (day-2) and read admin kubeconfigs. DevSPM has what DCM's Service Provider Manager needs,
+// and no more.
 const (
 	DevAdmin = "dcm-admin"
 	DevSPM   = "dcm-spm"
@@ -39,11 +40,13 @@ func SeedAuth(ctx context.Context, cfg *rest.Config, ns, apiGroup string) error 
 	}
 	roles := []rbacv1.Role{
 		{ObjectMeta: metav1.ObjectMeta{Name: "acm-cluster-sp-user", Namespace: ns},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{apiGroup}, Resources: []string{"clusters"}, Verbs: []string{"create", "get", "list", "patch", "delete"}}}},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{apiGroup}, Resources: []string{"clusters"}, Verbs: []string{"create", "get", "list", "delete"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "acm-cluster-sp-day2", Namespace: ns},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{apiGroup}, Resources: []string{"clusters"}, Verbs: []string{"patch"}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "acm-cluster-sp-kubeconfig-reader", Namespace: ns},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{apiGroup}, Resources: []string{"clusters/kubeconfig"}, Verbs: []string{"get"}}}},
 	}
-	bindings := map[string][]string{DevAdmin: {"acm-cluster-sp-user", "acm-cluster-sp-kubeconfig-reader"}, DevSPM: {"acm-cluster-sp-user"}}
+	bindings := map[string][]string{DevAdmin: {"acm-cluster-sp-user", "acm-cluster-sp-day2", "acm-cluster-sp-kubeconfig-reader"}, DevSPM: {"acm-cluster-sp-user"}}
 	for _, sa := range []string{DevAdmin, DevSPM} {
 		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err

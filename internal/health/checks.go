@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/redact"
 )
 
 // HubCheck passes when the last background discovery reached the hub's API server recently and every cache the
@@ -17,7 +18,7 @@ func HubCheck(h *hub.Hub, staleAfter time.Duration) Check {
 		case d.At.IsZero():
 			return false, "API server not contacted yet"
 		case d.Err != nil:
-			return false, "API server unreachable: " + d.Err.Error()
+			return false, "API server unreachable: " + redact.Cause(d.Err)
 		case time.Since(d.At) > staleAfter:
 			return false, fmt.Sprintf("no answer from the API server for %s", time.Since(d.At).Round(time.Second))
 		case !h.Synced():

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/buildinfo"
+	"github.com/dcm-sp/acm-cluster-sp/internal/redact"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
@@ -19,7 +20,9 @@ import (
 type Check struct {
 	Name          string
 	Informational bool // reported, but does not decide the overall status
-	// Run returns whether the check passes and a human-readable message. It must honour ctx.
+	// Run returns whether the check passes and a human-readable message. It must honour ctx. The Checker passes
+	// every message through redact.Text before anyone sees it (the health endpoints answer unauthenticated
+	// callers); a check should still describe errors by redact.Cause, which keeps their meaning.
 	Run func(ctx context.Context) (ok bool, message string)
 }
 
@@ -111,7 +114,7 @@ func (c *Checker) runOne(ctx context.Context, ch Check) result {
 	done := make(chan result, 1)
 	go func() {
 		ok, msg := ch.Run(cctx)
-		done <- result{ok: ok, message: msg, at: c.now()}
+		done <- result{ok: ok, message: redact.Text(msg), at: c.now()}
 	}()
 	select {
 	case r := <-done:

@@ -232,6 +232,21 @@ func TestHealth(t *testing.T) {
 		if s.readyz(t) != http.StatusOK {
 			t.Fatal("/readyz not 200 with the API server stopped: the caches still serve reads")
 		}
+		// The endpoints answer anyone: none of them names the hub's address.
+		host, port, _ := net.SplitHostPort(px.addr)
+		for _, path := range []string{"/health", "/api/v1alpha1/health", "/api/v1alpha1/clusters/health", "/readyz"} {
+			resp, err := http.Get(s.url + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, leak := range []string{px.addr, host, ":" + port, "https://"} {
+				if strings.Contains(string(body), leak) {
+					t.Errorf("%s shows %q to an unauthenticated caller: %s", path, leak, body)
+				}
+			}
+		}
 		// The lease cannot be renewed: the replica steps down, but keeps serving (health, and reads from its caches).
 		testwait.For(t, 15*time.Second, "stepping down without an API server", func() bool { return !s.a.Leading() })
 		if h, _ := s.health(t, "/health"); h.Status != "unhealthy" {

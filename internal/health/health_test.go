@@ -70,3 +70,35 @@ func TestInformationalAndReady(t *testing.T) {
 		t.Fatal("not ready although the condition holds")
 	}
 }
+
+// Every check's message goes through the redaction, whatever the check wrote: the health endpoints answer
+// unauthenticated callers, so no URL, IP address or host:port of the hub (or anything else) may reach them.
+func TestMessagesAreRedacted(t *testing.T) {
+	c := New([]Check{
+		{Name: "url", Run: func(context.Context) (bool, string) {
+			return false, `API server unreachable: Get "https://api.hub.example.com:6443/api?timeout=5s": dial tcp 10.1.2.3:6443: connect: connection refused`
+		}},
+		{Name: "ipv6", Informational: true, Run: func(context.Context) (bool, string) { return false, "cannot reach [fd00::1]:4222 or fd00::2" }},
+		{Name: "plain", Run: func(context.Context) (bool, string) {
+			return true, "operator Available; supports OpenShift 4.14–4.20"
+		}},
+	}, Options{})
+	c.RunOnce(context.Background())
+	msgs := map[string]string{}
+	for _, ch := range c.Report().Checks {
+		msgs[ch.Name] = ch.Message
+	}
+	for name, msg := range msgs {
+		for _, leak := range []string{"example.com", "10.1.2.3", "6443", "https://", "fd00", "4222"} {
+			if strings.Contains(msg, leak) {
+				t.Errorf("check %s: message %q leaks %q", name, msg, leak)
+			}
+		}
+	}
+	if msgs["plain"] != "operator Available; supports OpenShift 4.14–4.20" {
+		t.Errorf("a message without addresses changed: %q", msgs["plain"])
+	}
+	if !strings.HasPrefix(msgs["url"], "API server unreachable: ") {
+		t.Errorf("the redaction lost the message's meaning: %q", msgs["url"])
+	}
+}

@@ -19,11 +19,19 @@ type Guard interface {
 	AuthorizePath(ctx context.Context, u user.Info, verb, path string) (bool, error)
 }
 
-// openPaths answer without credentials: DCM polls health unauthenticated and kubelets probe /livez and /readyz.
-// They reveal no URL, host name or credential (see internal/health).
+// openPaths answer reads without credentials: DCM polls health unauthenticated and kubelets probe /livez and
+// /readyz. They reveal no URL, host name or credential (see internal/health).
 var openPaths = map[string]bool{
 	"/livez": true, "/readyz": true,
 	"/health": true, "/api/v1alpha1/health": true, "/api/v1alpha1/clusters/health": true,
+}
+
+// isOpen is the one place that decides whether a request skips authentication and authorization: a GET or HEAD of
+// an open path spelled exactly as the route is (the escaped path, as the router matches it — a decoded path would
+// let /api/v1alpha1/clusters/%68ealth through as "…/health" and route it to {clusterId}). Any other method on an open
+// path is authenticated like every API call, so an anonymous caller learns nothing about it.
+func isOpen(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && openPaths[r.URL.EscapedPath()]
 }
 
 // routeVerbs is the one place that maps an API operation to its authorization verb. An operation of the OpenAPI
@@ -45,7 +53,7 @@ func userFrom(ctx context.Context) user.Info {
 // anonymous when that is configured). The answer never echoes the credential nor names a realm.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if openPaths[r.URL.Path] {
+		if isOpen(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -69,7 +77,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 // clusters (with the instance id as resource name where there is one).
 func (s *Server) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if openPaths[r.URL.Path] {
+		if isOpen(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -30,7 +30,7 @@ const MaxBodyBytes = 1 << 20
 // Handler returns the whole HTTP surface, in one place:
 //
 //	/api/v1alpha1/clusters…  (OpenAPI, validated; authenticated and authorized)
-//	/api/v1alpha1/health, /api/v1alpha1/clusters/health, /health, /livez, /readyz  (open: probes and DCM's polls)
+//	/api/v1alpha1/health, /api/v1alpha1/clusters/health, /health, /livez, /readyz  (GET and HEAD open: probes and DCM's polls)
 //	/metrics         (Prometheus, registry reg; authenticated, needs get on the non-resource URL /metrics)
 //
 // Authentication comes first (an anonymous caller learns nothing about routes or validation), then routing, then
@@ -138,7 +138,7 @@ func wellFormedQuery(next http.Handler) http.Handler {
 // stuck handler.
 func (s *Server) withDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if openPaths[r.URL.Path] {
+		if isOpen(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

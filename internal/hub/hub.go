@@ -270,7 +270,8 @@ const kubeconfigCacheTTL = 30 * time.Second
 const kubeconfigCacheMax = 16384
 
 // Kubeconfig reads the admin kubeconfig of a Secret found in the cache (key "kubeconfig"), through a short cache
-// keyed by name and resourceVersion, so repeated GETs of a READY cluster cost one API read per 30 s.
+// keyed by name and resourceVersion, so repeated GETs of a READY cluster cost one API read per 30 s. The Secret
+// read must still belong to the cluster the reference was made for (it may have been replaced since).
 func (h *Hub) Kubeconfig(ctx context.Context, ref SecretRef) ([]byte, error) {
 	if data, ok := h.kubeconfigs.get(ref); ok {
 		return data, nil
@@ -278,6 +279,9 @@ func (h *Hub) Kubeconfig(ctx context.Context, ref SecretRef) ([]byte, error) {
 	var s corev1.Secret
 	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: h.opts.Namespace, Name: ref.Name}, &s); err != nil {
 		return nil, err
+	}
+	if !KubeconfigBelongs(h.opts.Namespace, ref.Cluster, ref.ClusterUID, &s) {
+		return nil, fmt.Errorf("secret %s does not belong to HostedCluster %s", s.Name, ref.Cluster)
 	}
 	data := s.Data["kubeconfig"]
 	h.kubeconfigs.put(SecretRef{Name: s.Name, ResourceVersion: s.ResourceVersion}, data)

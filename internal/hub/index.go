@@ -8,6 +8,7 @@ import (
 	"github.com/google/btree"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
@@ -41,8 +42,13 @@ type View struct {
 	ManagedCluster *clusterv1.ManagedCluster
 }
 
-// SecretRef names a Secret of the SP's namespace and the version seen in the cache.
-type SecretRef struct{ Name, ResourceVersion string }
+// SecretRef names a Secret of the SP's namespace and the version seen in the cache; Cluster and ClusterUID name the
+// HostedCluster it was found to belong to (KubeconfigBelongs), checked again when its content is read.
+type SecretRef struct {
+	Name, ResourceVersion string
+	Cluster               string
+	ClusterUID            types.UID
+}
 
 // Gone reports whether the cluster no longer exists for DCM: the HostedCluster is absent, or it is being deleted
 // and only the SP's own status finalizer holds it (the operator has finished).
@@ -285,8 +291,8 @@ func (x *Index) view(id string, e *entry) View {
 	}
 	if e.hc != nil {
 		if ref := e.hc.Status.KubeConfig; ref != nil {
-			if s := x.secrets[ref.Name]; s != nil {
-				v.Kubeconfig = SecretRef{Name: s.Name, ResourceVersion: s.ResourceVersion}
+			if s := x.secrets[ref.Name]; s != nil && KubeconfigBelongs(e.hc.Namespace, e.hc.Name, e.hc.UID, s) {
+				v.Kubeconfig = SecretRef{Name: s.Name, ResourceVersion: s.ResourceVersion, Cluster: e.hc.Name, ClusterUID: e.hc.UID}
 			}
 		}
 		if mc := x.mcs[e.hc.Name]; mc != nil && meta.InstanceID(mc.Labels) == id {

@@ -96,10 +96,10 @@ func TestViewAssembly(t *testing.T) {
 	h.Status.KubeConfig = &corev1.LocalObjectReference{Name: "c-a-admin-kubeconfig"}
 	x.PutHostedCluster(h)
 	// The admin kubeconfig is found by the name the HostedCluster gives, labelled or not (older operators).
-	x.PutSecret(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c-a-admin-kubeconfig", ResourceVersion: "7"}})
+	x.PutSecret(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c-a-admin-kubeconfig", Namespace: "clusters", ResourceVersion: "7"}})
 	x.PutManagedCluster(&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "c-a", Labels: meta.Labels("sp", "a")}})
 	v, _ := x.Get("a")
-	if v.Kubeconfig != (SecretRef{Name: "c-a-admin-kubeconfig", ResourceVersion: "7"}) || v.ManagedCluster == nil || len(v.NodePools) != 1 {
+	if v.Kubeconfig != (SecretRef{Name: "c-a-admin-kubeconfig", ResourceVersion: "7", Cluster: "c-a", ClusterUID: "uid-a"}) || v.ManagedCluster == nil || len(v.NodePools) != 1 {
 		t.Fatalf("view %+v", v)
 	}
 	// A ManagedCluster of the same name that belongs to another instance is not this cluster's.
@@ -148,5 +148,43 @@ func TestProviderScope(t *testing.T) {
 	x.PutHostedCluster(moved)
 	if _, ok := x.Get("l"); ok {
 		t.Fatal("a cluster relabelled for another provider is still visible")
+	}
+}
+
+// A HostedCluster's admin kubeconfig is served only from a Secret that belongs to it: owned by its UID, or named
+// as HyperShift names it (<name>-admin-kubeconfig). Whoever can write a HostedCluster's status must not be able to
+// point it at another cluster's kubeconfig, nor at any other Secret of the namespace.
+func TestKubeconfigOnlyFromTheClustersOwnSecret(t *testing.T) {
+	owned := func(name, uid string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: hyperv1.GroupVersion.String(), Kind: "HostedCluster", Name: name, UID: types.UID(uid)}}
+	}
+	secret := func(name string, owners []metav1.OwnerReference) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "clusters", ResourceVersion: "7", OwnerReferences: owners}}
+	}
+	for _, c := range []struct {
+		name   string
+		secret *metav1.PartialObjectMetadata
+		served bool
+	}{
+		{"HyperShift's name and owner", secret("c-a-admin-kubeconfig", owned("c-a", "uid-a")), true},
+		{"HyperShift's name, no owner (an older operator)", secret("c-a-admin-kubeconfig", nil), true},
+		{"another name, owned by this cluster's UID", secret("custom", owned("c-a", "uid-a")), true},
+		{"another cluster's admin kubeconfig", secret("c-b-admin-kubeconfig", owned("c-b", "uid-b")), false},
+		{"another cluster's, without owner", secret("c-b-admin-kubeconfig", nil), false},
+		{"any other Secret of the namespace", secret("c-b-pull-secret", nil), false},
+		{"owned by a former cluster of the same name (other UID)", secret("custom", owned("c-a", "uid-old")), false},
+		{"owned by something else of that UID", secret("custom", []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c-a", UID: "uid-a"}}), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := NewIndex("sp")
+			a := hc("a", 0)
+			a.Status.KubeConfig = &corev1.LocalObjectReference{Name: c.secret.Name}
+			x.PutHostedCluster(a)
+			x.PutSecret(c.secret)
+			v, _ := x.Get("a")
+			if served := v.Kubeconfig.Name != ""; served != c.served {
+				t.Fatalf("kubeconfig from %s (owners %v) served=%v, want %v", c.secret.Name, c.secret.OwnerReferences, served, c.served)
+			}
+		})
 	}
 }

@@ -131,6 +131,11 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 		if err := s.stillLive(ctx, hc); err != nil {
 			return err
 		}
+		// What the reconciler recreates makes HyperShift act in the control plane namespace (and recreate it if it
+		// is gone): it must still be this cluster's alone.
+		if err := s.checkControlPlaneNamespace(ctx, hc.Name, hc); err != nil {
+			return err
+		}
 	}
 	if err := parallel(steps...); err != nil {
 		return err

@@ -12,6 +12,7 @@ package provision
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -351,9 +352,10 @@ func isAdmissionDenial(err error) bool {
 }
 
 // checkNameFree refuses a name taken on the hub by anything not belonging to this instance: a HostedCluster in the
-// SP's namespace, a ManagedCluster, or a Namespace of that name (ACM's cluster namespace, which never carries an
-// instance id, so an existing one conflicts — unless this instance's HostedCluster has the name: then it is
-// returned, since the create is a retry that reached a replica whose cache lags).
+// SP's namespace, a ManagedCluster, a Namespace of that name (ACM's cluster namespace, which never carries an
+// instance id, so an existing one conflicts), or a control plane namespace that would not be the cluster's own
+// (checkControlPlaneNamespace) — unless this instance's HostedCluster has the name: then it is returned, since
+// the create is a retry that reached a replica whose cache lags.
 func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.HostedCluster, error) {
 	if other, ok := s.hub.Index().IDByName(name); ok && other != id {
 		return nil, clusters.Conflict("cluster name %q is used by instance %s", name, other)
@@ -380,10 +382,11 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 	hc := &hyperv1.HostedCluster{}
 	hc.Namespace = s.hub.Namespace()
 	var hcOurs bool
-	var hcErr, mcErr, nsErr error
+	var hcErr, mcErr, nsErr, cpErr error
 	steps := []func() error{
 		func() error { hcOurs, hcErr = owned("HostedCluster", hc); return nil },
 		func() error { _, nsErr = owned("namespace", &corev1.Namespace{}); return nil },
+		func() error { cpErr = s.checkControlPlaneNamespace(ctx, name, nil); return nil },
 	}
 	if s.cfg.ManageACMObjects {
 		steps = append(steps, func() error { _, mcErr = owned("ManagedCluster", &clusterv1.ManagedCluster{}); return nil })
@@ -396,8 +399,10 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 		return nil, hcErr
 	case mcErr != nil:
 		return nil, mcErr
+	case nsErr != nil:
+		return nil, nsErr
 	}
-	return nil, nsErr
+	return nil, cpErr
 }
 
 // liveHostedCluster reads this provider's HostedCluster of an instance from the API server (nil: there is none).
@@ -749,7 +754,18 @@ func (s *Service) Delete(ctx context.Context, id, key string) error {
 	if err := s.DeleteACMObjects(ctx, id, hc.Name); err != nil {
 		return err
 	}
-	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, meta.AnnotationCleanupCloudResources))
+	annotations := map[string]string{meta.AnnotationCleanupCloudResources: "true"}
+	if _, _, rival, err := s.controlPlaneNamespaceState(ctx, hc.Name); err != nil {
+		return err
+	} else if rival != "" {
+		// Another HostedCluster's control plane lives in the same namespace: HyperShift must not delete it with ours.
+		s.log.Warn("cluster deleted without its control plane namespace: another HostedCluster uses it", "id", id, "name", hc.Name, "other", rival)
+		annotations[hyperv1.SkipControlPlaneNamespaceDeletionAnnotation] = "true"
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		return clusters.Internal(err, "annotating HostedCluster %s for clean-up", hc.Name)
+	}
 	target := &hyperv1.HostedCluster{}
 	target.Namespace, target.Name = hc.Namespace, hc.Name
 	if err := s.hub.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil {

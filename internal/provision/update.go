@@ -62,6 +62,12 @@ func (s *Service) update(ctx context.Context, id string, body []byte, ifMatch st
 		if d.Spec == nil {
 			return &cur, nil // nothing changes: a replay starts nothing
 		}
+		if attempt == 0 {
+			// A change makes HyperShift act in the control plane namespace: it must still be this cluster's alone.
+			if err := s.checkControlPlaneNamespace(ctx, hc.Name, hc); err != nil {
+				return nil, err
+			}
+		}
 		err = s.recordUpdate(ctx, id, hc, d)
 		if err == nil {
 			break
@@ -231,6 +237,11 @@ func (s *Service) operate(ctx context.Context, hc *hyperv1.HostedCluster, spec *
 	desired := render.Render(in).NodePool
 	inSpec := func(np *hyperv1.NodePool) bool { return nodePoolInSpec(rec, np, desired) }
 	verdict := operation.Next(rec, hc, v.NodePools, inSpec, s.now())
+	if verdict.Action.SetControlPlaneImage != "" || verdict.Action.SyncNodePools {
+		if err := s.checkControlPlaneNamespace(ctx, hc.Name, hc); err != nil {
+			return err
+		}
+	}
 	if img := verdict.Action.SetControlPlaneImage; img != "" {
 		patch := []byte(fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"release":{"image":%q}}}`, hc.ResourceVersion, img))
 		if err := s.hub.Client.Patch(ctx, &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: hc.Name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
@@ -80,6 +81,8 @@ type Options struct {
 	// so a new leader does not re-report a status older than one the previous leader published moments ago.
 	CatchUp func(ctx context.Context) error
 	Log     *slog.Logger
+	// Registry receives acm_sp_reconciles_total{result="ok"|"error"} (nil: not exported).
+	Registry prometheus.Registerer
 }
 
 // Reconciler runs on the leader; see the package documentation.
@@ -96,6 +99,8 @@ type Reconciler struct {
 	mu      sync.Mutex
 	seen    map[string]bool // instances whose HostedCluster this process has seen
 	resyncs int             // full resyncs done (each with an orphan sweep)
+
+	results *prometheus.CounterVec // reconciles by result
 }
 
 // New wires a Reconciler to the index. Changes are handled while Start runs; each Start begins with a full
@@ -116,7 +121,14 @@ func New(index Index, prov Provisioner, reporter Reporter, opts Options) *Reconc
 	if opts.WaitForSync == nil {
 		opts.WaitForSync = func(context.Context) bool { return true }
 	}
-	r := &Reconciler{index: index, prov: prov, reporter: reporter, opts: opts, log: opts.Log, seen: map[string]bool{}}
+	r := &Reconciler{index: index, prov: prov, reporter: reporter, opts: opts, log: opts.Log, seen: map[string]bool{},
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "acm_sp_reconciles_total",
+			Help: "Reconciles of one cluster by result: ok, or error (retried with backoff; the log says why)."}, []string{"result"})}
+	r.results.WithLabelValues("ok")
+	r.results.WithLabelValues("error")
+	if opts.Registry != nil {
+		opts.Registry.MustRegister(r.results)
+	}
 	index.OnChange(r.Enqueue)
 	return r
 }
@@ -232,6 +244,11 @@ func (r *Reconciler) processNext(ctx context.Context, q workqueue.TypedRateLimit
 	}
 	defer q.Done(id)
 	requeue, err := r.reconcile(ctx, id)
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	r.results.WithLabelValues(result).Inc()
 	switch {
 	case err != nil:
 		r.log.Warn("reconcile failed; retrying", "id", id, "error", err)

@@ -1,6 +1,7 @@
 // Package redact keeps credentials and addresses out of what the SP shows: URLs in logs lose their user
-// information and query, and errors shown in health messages are reduced to their kind (no URL, host name, IP
-// address or token), because the health endpoints answer unauthenticated callers.
+// information and query, errors shown in health messages are reduced to their kind (no URL, host name, IP
+// address or token), and every health message loses whatever address is left in it, because the health endpoints
+// answer unauthenticated callers.
 package redact
 
 import (
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 )
@@ -89,4 +91,18 @@ func Cause(err error) string {
 		}
 	}
 	return "unexpected error"
+}
+
+// addresses are what Text removes: URLs (any scheme), IPv6 addresses (bracketed, with an optional port, or bare
+// with at least two colons), IPv4 addresses with an optional port, and host:port pairs.
+var addresses = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"']+` +
+	`|\[[0-9a-fA-F:.]+\](:[0-9]+)?` +
+	`|\b[0-9a-fA-F]{0,4}(:[0-9a-fA-F]{0,4}){2,7}\b` +
+	`|\b[0-9]{1,3}(\.[0-9]{1,3}){3}(:[0-9]+)?\b` +
+	`|\b[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?:[0-9]{1,5}\b`)
+
+// Text removes every URL, IP address and host:port from a message meant for unauthenticated readers (health
+// messages), keeping the rest of it; a message without addresses is returned unchanged.
+func Text(msg string) string {
+	return addresses.ReplaceAllString(msg, "(address redacted)")
 }

@@ -62,3 +62,18 @@ func TestCause(t *testing.T) {
 		t.Error("Cause(nil)")
 	}
 }
+
+func TestText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`API server unreachable: Get "https://api.hub.example.com:6443/api?timeout=5s": dial tcp 10.1.2.3:6443: connect: connection refused`,
+			`API server unreachable: Get "(address redacted)": dial tcp (address redacted): connect: connection refused`},
+		{"NATS at nats.dcm.svc:4222 and [fd00::1]:4222, fd00::2 or 10.0.0.1", "NATS at (address redacted) and (address redacted), (address redacted) or (address redacted)"},
+		{"operator Available; supports OpenShift 4.14–4.20", "operator Available; supports OpenShift 4.14–4.20"},
+		{"no JetStream stream captures dcm.providers.sp.cluster.instances.*.status: 3 status(es) held", "no JetStream stream captures dcm.providers.sp.cluster.instances.*.status: 3 status(es) held"},
+		{"no answer within 2s; 1 InfraEnvs, 10 Agents in hardware-inventory", "no answer within 2s; 1 InfraEnvs, 10 Agents in hardware-inventory"},
+	} {
+		if got := Text(c.in); got != c.want {
+			t.Errorf("Text(%q)\n = %q\nwant %q", c.in, got, c.want)
+		}
+	}
+}

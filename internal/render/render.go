@@ -108,12 +108,10 @@ type Objects struct {
 }
 
 // Secret names derived from the cluster name (docs/hypershift-objects.md).
-func PullSecretName(name string) string        { return name + "-pull-secret" }
-func SSHKeySecretName(name string) string      { return name + "-ssh-key" }
-func EtcdKeySecretName(name string) string     { return name + "-etcd-encryption-key" }
-func InfraCredentialsName(name string) string  { return name + "-infra-credentials" }
-func AdminKubeconfigName(name string) string   { return name + "-admin-kubeconfig" }
-func KubeadminPasswordName(name string) string { return name + "-kubeadmin-password" }
+func PullSecretName(name string) string       { return name + "-pull-secret" }
+func SSHKeySecretName(name string) string     { return name + "-ssh-key" }
+func EtcdKeySecretName(name string) string    { return name + "-etcd-encryption-key" }
+func InfraCredentialsName(name string) string { return name + "-infra-credentials" }
 
 // Render renders the objects of one cluster.
 func Render(in Input) Objects {

@@ -1,12 +1,12 @@
 // Package security is the SP's use of k8s.io/apiserver, the machinery every Kubernetes extension server uses: who
 // is calling (delegated authentication — bearer tokens through the hub's TokenReview, client certificates against
 // a CA file), what they may do (delegated authorization — SubjectAccessReview against the hub's RBAC), and HTTPS
-// with certificates reloaded from disk when they change. Nothing here is hand-rolled: the package only configures
-// the library and names the SP's authorization attributes.
+// with certificates reloaded from disk when they change (counting the reloads that fail). Nothing here is
+// hand-rolled: the package only configures the library and names the SP's authorization attributes.
 //
-// Authorization attributes (docs/security.md): API group authAPIGroup (default clusters.acm-cluster-sp.dcm.io),
-// version v1alpha1, resource "clusters", verbs create/get/list/delete, the instance id as resource name, and the
-// SP's namespace — so both ClusterRoleBindings and RoleBindings in that namespace grant access. Reading a
+// Authorization attributes (README, "Security"): API group authAPIGroup (default clusters.acm-cluster-sp.dcm.io),
+// version v1alpha1, resource "clusters", verbs create/get/list/patch/delete, the instance id as resource name, and
+// the SP's namespace — so both ClusterRoleBindings and RoleBindings in that namespace grant access. Reading a
 // cluster's admin kubeconfig is its own permission: subresource "kubeconfig", verb "get".
 package security
 
@@ -14,14 +14,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/wait"
 	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -63,10 +66,15 @@ type Options struct {
 	Mode         string // ModeKubernetes or ModeNone
 	Anonymous    bool   // ModeKubernetes: requests without credentials are system:anonymous
 	ClientCAFile string // ModeKubernetes: CA of accepted client certificates ("" = bearer tokens only)
+	// APIAudiences (ModeKubernetes): audiences of tokens bound to this service, accepted besides the hub's own.
+	APIAudiences []string
 	APIGroup     string
 	Namespace    string // namespace of the authorization checks (the SP's)
 	// Hub is where TokenReviews and SubjectAccessReviews go (ModeKubernetes).
 	Hub *rest.Config
+	// Registry receives the TLS reload metrics (nil: not exported); Log their state changes.
+	Registry prometheus.Registerer
+	Log      *slog.Logger
 }
 
 // Guard authenticates and authorizes API requests.
@@ -75,6 +83,7 @@ type Guard struct {
 	authn    authenticator.Request
 	authz    authorizer.Authorizer
 	clientCA *dynamiccertificates.DynamicFileCAContent
+	*reloads
 }
 
 // ErrUnauthenticated means the request carries no credentials (and anonymous access is off) or invalid ones.
@@ -85,7 +94,7 @@ var Unauthenticated user.Info = &user.DefaultInfo{Name: "anonymous (auth: none)"
 
 // New builds the Guard. In ModeKubernetes it prepares (but does not call) the hub's review APIs.
 func New(o Options) (*Guard, error) {
-	g := &Guard{o: o}
+	g := &Guard{o: o, reloads: newReloads(o.Registry, o.Log)}
 	if o.Mode == ModeNone {
 		return g, nil
 	}
@@ -113,7 +122,7 @@ func New(o Options) (*Guard, error) {
 		g.clientCA = ca
 		ac.ClientCertificateCAContentProvider = ca
 	}
-	if g.authn, _, err = ac.New(); err != nil {
+	if g.authn, err = authenticatorFor(ac, o.APIAudiences); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
 	zc := authorizerfactory.DelegatingAuthorizerConfig{
@@ -126,6 +135,34 @@ func New(o Options) (*Guard, error) {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
 	return g, nil
+}
+
+// authenticatorFor builds the delegating authenticator. With audiences it is two of them, tried in turn: one whose
+// TokenReviews ask for this service's audiences (and that checks client certificates), then one for tokens of the
+// hub's own audience (and that falls back to anonymous when configured) — so a token bound to this service and a
+// token for the hub are both accepted, and any other token is refused by both. As in an API server's
+// authentication filter, the audiences a TokenReview asks for are those of the request's context.
+func authenticatorFor(ac authenticatorfactory.DelegatingAuthenticatorConfig, audiences []string) (authenticator.Request, error) {
+	if len(audiences) == 0 {
+		a, _, err := ac.New()
+		return a, err
+	}
+	bound := ac
+	bound.APIAudiences, bound.Anonymous = audiences, nil
+	hubOnly := ac
+	hubOnly.ClientCertificateCAContentProvider = nil
+	first, _, err := bound.New()
+	if err != nil {
+		return nil, err
+	}
+	second, _, err := hubOnly.New()
+	if err != nil {
+		return nil, err
+	}
+	withAudiences := authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
+		return first.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), audiences)))
+	})
+	return union.New(withAudiences, second), nil
 }
 
 // Options are the options the guard was built with.
@@ -150,6 +187,7 @@ func (g *Guard) Run(ctx context.Context) {
 	if err := g.clientCA.RunOnce(ctx); err != nil {
 		_ = err // the file was read by New; a failure here keeps the last good bundle
 	}
+	go g.watch(ctx, "client-ca", g.clientCA.RunOnce)
 	g.clientCA.Run(ctx, 1)
 }
 

@@ -8,8 +8,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
-	"k8s.io/utils/ptr"
 	"log/slog"
 	"math/big"
 	"slices"
@@ -36,7 +36,6 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
-	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 )
 
 // Simulator is the controller that applies Step's plans to the hub.
@@ -129,6 +128,9 @@ func (s *Simulator) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	plan := Step(Observed{HC: &hc, NodePools: nps, Agents: agents, Now: s.Now()}, s.Timeline)
 	if err := s.apply(ctx, &hc, nps, plan); err != nil {
+		if errors.Is(err, errNamespaceTerminating) {
+			return reconcile.Result{RequeueAfter: 250 * time.Millisecond}, nil // the namespace controller empties it
+		}
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// Retry soon, at a fixed pace: Requeue would back off exponentially per key (to minutes after a run
 			// of conflicts with the SP's own writes during day-2 operations), stalling the simulated operator.
@@ -221,6 +223,9 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 		if p.Start {
 			s.Log.Info("simulator: adopted HostedCluster", "namespace", hc.Namespace, "name", hc.Name, "fail", hc.Annotations[AnnotationFail])
 		}
+	}
+	if err := s.ensureControlPlaneNamespace(ctx, hc); err != nil {
+		return err
 	}
 	for _, name := range p.NPFinalize {
 		for _, np := range nps {
@@ -415,7 +420,10 @@ func (s *Simulator) applyDelete(ctx context.Context, hc *hyperv1.HostedCluster, 
 		}
 	}
 	if d.DeleteSecrets {
-		for _, name := range []string{render.AdminKubeconfigName(hc.Name), render.KubeadminPasswordName(hc.Name)} {
+		if err := s.deleteControlPlaneNamespace(ctx, hc); err != nil {
+			return err
+		}
+		for _, name := range []string{adminKubeconfigName(hc), kubeadminPasswordName(hc)} {
 			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: name}}
 			if err := s.Client.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
 				return err
@@ -487,12 +495,11 @@ func (s *Simulator) setAgentBinding(ctx context.Context, hc *hyperv1.HostedClust
 	return s.Client.Status().Update(ctx, u)
 }
 
-// ensureOperatorSecrets creates <name>-admin-kubeconfig (labels copied from the HostedCluster, ownerReference to it,
-// key "kubeconfig") and <name>-kubeadmin-password, as the operator does when the control plane becomes available.
+// ensureOperatorSecrets creates the admin kubeconfig and kubeadmin password Secrets as the operator does when the
+// control plane becomes available (OperatorSecrets).
 func (s *Simulator) ensureOperatorSecrets(ctx context.Context, hc *hyperv1.HostedCluster) error {
-	kcName := render.AdminKubeconfigName(hc.Name)
 	var existing corev1.Secret
-	err := s.Client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: kcName}, &existing)
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: adminKubeconfigName(hc)}, &existing)
 	if err == nil {
 		return nil
 	}
@@ -503,19 +510,7 @@ func (s *Simulator) ensureOperatorSecrets(ctx context.Context, hc *hyperv1.Hoste
 	if err != nil {
 		return err
 	}
-	owner := metav1.OwnerReference{APIVersion: hyperv1.GroupVersion.String(), Kind: "HostedCluster", Name: hc.Name, UID: hc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
-	labels := map[string]string{}
-	if !slices.Contains(s.OlderOperatorNamespaces, hc.Namespace) {
-		for k, v := range hc.Labels {
-			labels[k] = v
-		}
-	}
-	for _, sec := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Name: kcName, Namespace: hc.Namespace, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
-			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"kubeconfig": kubeconfig}},
-		{ObjectMeta: metav1.ObjectMeta{Name: render.KubeadminPasswordName(hc.Name), Namespace: hc.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
-			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"password": []byte(randomString(23))}},
-	} {
+	for _, sec := range OperatorSecrets(hc, kubeconfig, randomString(23), !slices.Contains(s.OlderOperatorNamespaces, hc.Namespace)) {
 		if err := s.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}

@@ -55,7 +55,6 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
-	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
 )
 
@@ -263,8 +262,8 @@ func Step(o Observed, tl Timeline) Plan {
 			set(hyperv1.HostedClusterAvailable, metav1.ConditionFalse, "KASLoadBalancerNotReachable", "Get \"https://"+endpointHost(hc)+":6443/healthz\": dial tcp: i/o timeout")
 		}
 		st.ControlPlaneEndpoint = hyperv1.APIEndpoint{Host: endpointHost(hc), Port: 6443}
-		st.KubeConfig = &corev1.LocalObjectReference{Name: render.AdminKubeconfigName(hc.Name)}
-		st.KubeadminPassword = &corev1.LocalObjectReference{Name: render.KubeadminPasswordName(hc.Name)}
+		st.KubeConfig = &corev1.LocalObjectReference{Name: adminKubeconfigName(hc)}
+		st.KubeadminPassword = &corev1.LocalObjectReference{Name: kubeadminPasswordName(hc)}
 		st.IgnitionEndpoint = "ignition-server-" + hc.Namespace + "-" + hc.Name + "." + AppsDomain
 		p.Kubeconfig = true
 		if hc.Spec.Platform.Kubevirt != nil && hc.Spec.Platform.Kubevirt.BaseDomainPassthrough != nil && *hc.Spec.Platform.Kubevirt.BaseDomainPassthrough && hc.Spec.DNS.BaseDomain == "" {

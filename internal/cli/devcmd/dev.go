@@ -207,8 +207,8 @@ func runDev(ctx context.Context, loader *config.Loader, o devOptions, stdout, st
 		fmt.Fprintf(stdout, " (dev only: loopback, no credentials). The secure path in one command:\n  make run RUN_ARGS='--auth kubernetes --self-signed-tls'\n")
 	} else {
 		fmt.Fprintf(stdout, ". Tokens are checked by the local hub's TokenReview, permissions by its RBAC:\n")
-		fmt.Fprintf(stdout, "  %s create token %s -n %s   # clusters and their admin kubeconfigs\n", kubectl, devhub.DevAdmin, cfg.Namespace)
-		fmt.Fprintf(stdout, "  %s create token %s -n %s     # what DCM's SPM needs: no kubeconfigs\n", kubectl, devhub.DevSPM, cfg.Namespace)
+		fmt.Fprintf(stdout, "  %s create token %s -n %s   # clusters, day-2 changes and their admin kubeconfigs\n", kubectl, devhub.DevAdmin, cfg.Namespace)
+		fmt.Fprintf(stdout, "  %s create token %s -n %s     # what DCM's SPM needs: no day-2, no kubeconfigs\n", kubectl, devhub.DevSPM, cfg.Namespace)
 		exports = append(exports, `SP_TOKEN=$(`+kubectl+" create token "+devhub.DevAdmin+" -n "+cfg.Namespace+`)`)
 		curl += ` -H "Authorization: Bearer $SP_TOKEN"`
 	}
