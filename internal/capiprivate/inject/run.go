@@ -99,7 +99,9 @@ func Run(ctx context.Context, o RunOptions) error {
 	defer cancel()
 	errs := make(chan error, 3)
 	go func() { errs <- mgr.Start(ctx) }()
-	go func() { errs <- webhook.ServeTLS(ctx, l, o.CertFile, o.KeyFile, webhookMux(NewHandler(&o.Config, m)), podReviewLimits) }()
+	go func() {
+		errs <- webhook.ServeTLS(ctx, l, o.CertFile, o.KeyFile, webhookMux(NewHandler(&o.Config, m)), podReviewLimits)
+	}()
 	msrv := &http.Server{Handler: healthMux(reg), ReadHeaderTimeout: 10 * time.Second}
 	go func() { errs <- msrv.Serve(ml) }()
 	if o.Ready != nil {
