@@ -69,6 +69,8 @@ type Options struct {
 	Listener net.Listener
 	// HealthInterval overrides the 10 s health refresh (tests).
 	HealthInterval time.Duration
+	// HealthCheckTimeout overrides each health check's 2 s timeout (tests).
+	HealthCheckTimeout time.Duration
 	// Reconciler tunes the reconciler (workers, orphan grace period); its resync period is config resyncPeriod
 	// unless set here.
 	Reconciler reconcile.Options
@@ -244,7 +246,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if a.Registrar != nil {
 		checks = append(checks, health.InformationalCheck("registration", a.Registrar.Status))
 	}
-	a.Health = health.New(checks, health.Options{Interval: interval, Ready: h.Synced})
+	a.Health = health.New(checks, health.Options{Interval: interval, Timeout: o.HealthCheckTimeout, Ready: h.Synced})
 	reg.MustRegister(a.Health.Collector())
 	a.Guard, err = security.New(security.Options{Mode: cfg.Auth, Anonymous: cfg.AuthAnonymous, ClientCAFile: cfg.ClientCAFile,
 		APIAudiences: cfg.APIAudiences, APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: restCfg, Registry: reg, Log: log})
