@@ -93,8 +93,9 @@ crds: ## regenerate internal/devhub/crds from the pinned upstream modules
 	hack/crds.sh
 
 .PHONY: capi-crds
-capi-crds: ## re-vendor capi-private's upstream CRDs and regenerate its private CRDs (internal/capiprivate/crds)
+capi-crds: ## re-vendor capi-private's upstream CRDs, regenerate its private CRDs (internal/capiprivate/crds) and their install copy (deploy/capi-private/base/crds)
 	hack/capi-crds.sh
+	hack/capi-deploy-crds.sh
 
 .PHONY: manifests-check
 manifests-check: $(HUB_BIN)/.complete ## render deploy/ and its overlays and validate them on a local hub (server-side dry run, strict)
@@ -116,11 +117,13 @@ check-prod-deps: ## fail when a production binary links the dev harness (or, acm
 	 echo "production binaries link no dev harness; capi-private links none of the SP's runtime"
 
 .PHONY: verify-capi-crds
-verify-capi-crds: ## fail when capi-private's vendored upstream CRDs or generated private CRDs are stale
+verify-capi-crds: ## fail when capi-private's vendored upstream CRDs, generated private CRDs or their install copy are stale
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	 hack/capi-crds.sh $$tmp >/dev/null && \
 	 diff -r -x '*.go' $$tmp/upstream internal/capiprivate/crds/upstream && \
-	 diff -r $$tmp/private internal/capiprivate/crds/private && echo "capi-private CRDs current (make capi-crds)"
+	 diff -r $$tmp/private internal/capiprivate/crds/private && \
+	 hack/capi-deploy-crds.sh $$tmp/deploy >/dev/null && \
+	 diff -r $$tmp/deploy deploy/capi-private/base/crds && echo "capi-private CRDs current (make capi-crds)"
 
 .PHONY: verify
 verify: verify-capi-crds ## fail when generated code or CRDs are stale
