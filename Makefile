@@ -98,7 +98,7 @@ capi-crds: ## re-vendor capi-private's upstream CRDs, regenerate its private CRD
 	hack/capi-deploy-crds.sh
 
 .PHONY: manifests-check
-manifests-check: $(HUB_BIN)/.complete ## render deploy/ and its overlays and validate them on a local hub (server-side dry run, strict)
+manifests-check: $(HUB_BIN)/.complete ## render deploy/ and deploy/capi-private and their overlays and validate them on a local hub (server-side dry run, strict)
 	go run ./hack/manifestscheck
 
 # What the production binaries must not link: the dev/test harness of either product, and (acm-cluster-sp) the
