@@ -1,8 +1,6 @@
 package app
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,21 +39,8 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, r := range rules {
-		name, _ := r["alert"].(string)
-		expr, _ := r["expr"].(string)
-		labels, _ := r["labels"].(map[string]any)
-		annotations, _ := r["annotations"].(map[string]any)
-		if labels["severity"] != "warning" && labels["severity"] != "critical" || annotations["summary"] == nil || r["for"] == nil {
-			t.Errorf("%s: needs severity warning|critical, a summary and a for: %v", name, r)
-		}
-		if !strings.Contains(string(docs), "### "+name) {
-			t.Errorf("%s: docs/operations.md has no section %q saying what to do", name, "### "+name)
-		}
+		name, expr := manifesttest.CheckAlert(t, r, "docs/operations.md")
 		names := manifesttest.MetricNames(expr, spWords)
 		if len(names) == 0 {
 			t.Errorf("%s: no metric in %q", name, expr)

@@ -7,6 +7,7 @@ package manifesttest
 import (
 	"bytes"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -89,6 +90,28 @@ func AlertRules(objs []*unstructured.Unstructured) []map[string]any {
 	return rules
 }
 
+// CheckAlert checks that rule has a severity (warning or critical), a summary and a for, and that the document
+// docPath (relative to the repository's root) has a section "### <alert>" saying what to do when it fires; it
+// returns the alert's name and expression.
+func CheckAlert(t testing.TB, rule map[string]any, docPath string) (name, expr string) {
+	t.Helper()
+	name, _ = rule["alert"].(string)
+	expr, _ = rule["expr"].(string)
+	labels, _ := rule["labels"].(map[string]any)
+	annotations, _ := rule["annotations"].(map[string]any)
+	if labels["severity"] != "warning" && labels["severity"] != "critical" || annotations["summary"] == nil || rule["for"] == nil {
+		t.Errorf("%s: needs severity warning|critical, a summary and a for: %v", name, rule)
+	}
+	docs, err := os.ReadFile(filepath.Join(Root(), docPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(docs), "### "+name) {
+		t.Errorf("%s: %s has no section %q saying what to do", name, docPath, "### "+name)
+	}
+	return name, expr
+}
+
 // PromQLWords are the PromQL functions, aggregations and keywords the rules use; each test adds its label names.
 var PromQLWords = []string{"sum", "min", "max", "by", "and", "or", "unless", "absent", "rate", "increase",
 	"min_over_time", "histogram_quantile", "time", "le"}
@@ -136,23 +159,36 @@ func Registered(reg prometheus.Registerer, name string) bool {
 	return strings.Contains(err.Error(), "previously registered descriptor with the same fully-qualified name")
 }
 
-// Forbidden wraps a client transport and records every 403 the hub answers ("METHOD path").
+// Forbidden wraps a client transport and records every 403 the hub answers ("METHOD path"), and counts the
+// answers.
 type Forbidden struct {
-	mu   sync.Mutex
-	seen []string
+	mu       sync.Mutex
+	seen     []string
+	requests int
 }
 
 // Wrap is a rest.Config WrapTransport.
 func (f *Forbidden) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(r)
-		if err == nil && resp.StatusCode == http.StatusForbidden {
-			f.mu.Lock()
-			f.seen = append(f.seen, r.Method+" "+r.URL.Path)
-			f.mu.Unlock()
+		if err != nil {
+			return resp, err
 		}
+		f.mu.Lock()
+		f.requests++
+		if resp.StatusCode == http.StatusForbidden {
+			f.seen = append(f.seen, r.Method+" "+r.URL.Path)
+		}
+		f.mu.Unlock()
 		return resp, err
 	})
+}
+
+// Requests is how many answers the hub gave.
+func (f *Forbidden) Requests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
 }
 
 // List returns the 403s recorded so far.

@@ -3,7 +3,6 @@ package deploytest
 import (
 	"context"
 	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -62,21 +61,8 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 		t.Fatalf("%d alert rules rendered from %s", len(rules), Dir)
 	}
 	regs := exported(t)
-	docs, err := os.ReadFile(manifesttest.Root() + "/docs/capi-private-operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, r := range rules {
-		name, _ := r["alert"].(string)
-		expr, _ := r["expr"].(string)
-		labels, _ := r["labels"].(map[string]any)
-		annotations, _ := r["annotations"].(map[string]any)
-		if labels["severity"] != "warning" && labels["severity"] != "critical" || annotations["summary"] == nil || r["for"] == nil {
-			t.Errorf("%s: needs severity warning|critical, a summary and a for: %v", name, r)
-		}
-		if !strings.Contains(string(docs), "### "+name) {
-			t.Errorf("%s: docs/capi-private-operations.md has no section %q", name, "### "+name)
-		}
+		name, expr := manifesttest.CheckAlert(t, r, "docs/capi-private-operations.md")
 		names := manifesttest.MetricNames(expr, capiWords)
 		if len(names) == 0 && !strings.Contains(expr, "up{") {
 			t.Errorf("%s: no metric in %q", name, expr)
