@@ -100,14 +100,14 @@ func hardened(objs []object) error {
 		name := field(o, "metadata", "name")
 		pod := field(o, "spec", "template", "spec")
 		if field(pod, "securityContext", "runAsNonRoot") != true || field(pod, "securityContext", "seccompProfile", "type") != "RuntimeDefault" {
-			errs = append(errs, fmt.Errorf("Deployment %v: pod not runAsNonRoot with seccomp RuntimeDefault", name))
+			errs = append(errs, fmt.Errorf("deployment %v: pod not runAsNonRoot with seccomp RuntimeDefault", name))
 		}
 		containers, _ := field(pod, "containers").([]any)
 		for _, c := range containers {
 			sc := field(c, "securityContext")
 			drop, _ := field(sc, "capabilities", "drop").([]any)
 			if field(sc, "allowPrivilegeEscalation") != false || field(sc, "readOnlyRootFilesystem") != true || len(drop) != 1 || drop[0] != "ALL" {
-				errs = append(errs, fmt.Errorf("Deployment %v container %v: not hardened (%v)", name, field(c, "name"), sc))
+				errs = append(errs, fmt.Errorf("deployment %v container %v: not hardened (%v)", name, field(c, "name"), sc))
 			}
 		}
 	}

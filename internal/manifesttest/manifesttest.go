@@ -6,6 +6,8 @@ package manifesttest
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -159,8 +161,8 @@ func Registered(reg prometheus.Registerer, name string) bool {
 	return strings.Contains(err.Error(), "previously registered descriptor with the same fully-qualified name")
 }
 
-// Forbidden wraps a client transport and records every 403 the hub answers ("METHOD path"), and counts the
-// answers.
+// Forbidden wraps a client transport and records every 403 the hub answers ("METHOD path: message"), and counts
+// the answers.
 type Forbidden struct {
 	mu       sync.Mutex
 	seen     []string
@@ -177,7 +179,10 @@ func (f *Forbidden) Wrap(rt http.RoundTripper) http.RoundTripper {
 		f.mu.Lock()
 		f.requests++
 		if resp.StatusCode == http.StatusForbidden {
-			f.seen = append(f.seen, r.Method+" "+r.URL.Path)
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			_ = resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			f.seen = append(f.seen, r.Method+" "+r.URL.Path+": "+statusMessage(body))
 		}
 		f.mu.Unlock()
 		return resp, err
@@ -201,3 +206,12 @@ func (f *Forbidden) List() []string {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// statusMessage is the message of a Status body (the body itself when it is none).
+func statusMessage(body []byte) string {
+	var st struct{ Message string }
+	if json.Unmarshal(body, &st) == nil && st.Message != "" {
+		return st.Message
+	}
+	return string(body)
+}

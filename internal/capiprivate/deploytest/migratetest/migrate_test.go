@@ -121,8 +121,8 @@ func TestMigratorRunsAsItsServiceAccount(t *testing.T) {
 	var last map[string]string
 	if !testwait.Poll(4*time.Minute, func() bool {
 		h := &hyperv1.HostedCluster{}
-		if err := env.Client.Get(ctx, key, h); err != nil {
-			return false
+		if err := harness.Client.Get(ctx, key, h); err != nil {
+			return len(id.Forbidden.List()) > 0
 		}
 		last = h.Annotations
 		return last[plan.PrivateTypesAnnotation] == "true" && last[plan.InProgressAnnotation] == "" && last[plan.PhaseAnnotation] == "" ||
