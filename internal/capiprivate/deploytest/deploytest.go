@@ -2,8 +2,8 @@
 // base and gives tests each component's identity as deployed — a token of its ServiceAccount (TokenRequest),
 // with every 403 recorded — so the components' real code paths run as the install runs them. Its tests check
 // the alert rules against the components' registered metrics and the manifests against the code that decides
-// the same things (the injector's webhook configuration, the RBAC rules). The migrator's run is in
-// deploytest/migratetest (it needs the CAPI harness). Import it from tests only.
+// the same things (the injector's webhook configuration, the RBAC rules); the components run on the hub in
+// deploytest/hubtest and, the migrator with the CAPI harness, deploytest/migratetest. Import it from tests only.
 package deploytest
 
 import (

@@ -1,4 +1,6 @@
-package deploytest
+// Package hubtest runs each component of deploy/capi-private but the migrator (deploytest/migratetest) on the test
+// hub as the ServiceAccount the install gives it, with the install's RBAC, and counts the 403s.
+package hubtest
 
 import (
 	"context"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/deploytest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/rbacmirror"
@@ -42,20 +45,20 @@ func TestMain(m *testing.M) {
 // (the recorded Pods name it).
 func installRBAC(t *testing.T) {
 	t.Helper()
-	n, err := ApplyRBAC(t.Context(), env.Client, manifesttest.Render(t, Dir))
+	n, err := deploytest.ApplyRBAC(t.Context(), env.Client, manifesttest.Render(t, deploytest.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("applied %d RBAC objects of %s", n, Dir)
+	t.Logf("applied %d RBAC objects of %s", n, deploytest.Dir)
 	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "hypershift-control-plane"}, Value: 100000000}
 	if err := env.Client.Create(t.Context(), pc); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
 	}
 }
 
-func as(t *testing.T, sa string) *Identity {
+func as(t *testing.T, sa string) *deploytest.Identity {
 	t.Helper()
-	id, err := As(t.Context(), env.Config, sa)
+	id, err := deploytest.As(t.Context(), env.Config, sa)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +111,14 @@ func get(url string) (int, string) {
 // HyperShift Role and its binding, on its Lease). The migrator is in migratetest.
 func TestComponentsRunAsTheirServiceAccounts(t *testing.T) {
 	installRBAC(t)
-	ids := map[string]*Identity{}
-	for _, sa := range []string{WebhookSA, CRDsSA, InjectSA, RBACMirrorSA} {
+	ids := map[string]*deploytest.Identity{}
+	for _, sa := range []string{deploytest.WebhookSA, deploytest.CRDsSA, deploytest.InjectSA, deploytest.RBACMirrorSA} {
 		ids[sa] = as(t, sa)
 	}
-	t.Run("webhook and crds install", func(t *testing.T) { webhookAndCRDs(t, ids[WebhookSA], ids[CRDsSA]) })
-	t.Run("injector", func(t *testing.T) { injector(t, ids[InjectSA]) })
-	t.Run("rbac-mirror", func(t *testing.T) { mirror(t, ids[RBACMirrorSA]) })
-	for _, sa := range []string{WebhookSA, CRDsSA, InjectSA, RBACMirrorSA} {
+	t.Run("webhook and crds install", func(t *testing.T) { webhookAndCRDs(t, ids[deploytest.WebhookSA], ids[deploytest.CRDsSA]) })
+	t.Run("injector", func(t *testing.T) { injector(t, ids[deploytest.InjectSA]) })
+	t.Run("rbac-mirror", func(t *testing.T) { mirror(t, ids[deploytest.RBACMirrorSA]) })
+	for _, sa := range []string{deploytest.WebhookSA, deploytest.CRDsSA, deploytest.InjectSA, deploytest.RBACMirrorSA} {
 		id := ids[sa]
 		t.Logf("%s: %d requests answered, %d forbidden", sa, id.Forbidden.Requests(), len(id.Forbidden.List()))
 		if f := id.Forbidden.List(); len(f) > 0 {
@@ -130,7 +133,7 @@ func TestComponentsRunAsTheirServiceAccounts(t *testing.T) {
 // webhookAndCRDs runs the conversion webhook as its ServiceAccount, then `crds install` as its own, pointing the
 // private CRDs at that webhook: Install's probe is a conversion kube-apiserver asks the webhook for, whose answer
 // needs the CRD of the probe's infrastructure ref.
-func webhookAndCRDs(t *testing.T, wh, installer *Identity) {
+func webhookAndCRDs(t *testing.T, wh, installer *deploytest.Identity) {
 	l, ml := listen(t), listen(t)
 	run(t, "webhook", func(ctx context.Context) error {
 		return webhook.Run(ctx, webhook.Options{Config: wh.Config, CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile,
@@ -153,7 +156,7 @@ func webhookAndCRDs(t *testing.T, wh, installer *Identity) {
 			t.Errorf("restoring the CRDs: %v", err)
 		}
 	})
-	if err := crds.Install(t.Context(), c, crds.InstallOptions{ClientConfig: cc, ProbeNamespace: Namespace}); err != nil {
+	if err := crds.Install(t.Context(), c, crds.InstallOptions{ClientConfig: cc, ProbeNamespace: deploytest.Namespace}); err != nil {
 		t.Fatalf("crds install as %s: %v (403s %v; webhook's %v)", installer.SA, err, installer.Forbidden.List(), wh.Forbidden.List())
 	}
 	_, body := get(metrics + "/metrics")
@@ -174,7 +177,7 @@ func grep(s, prefix string) string {
 
 // injector runs the injector as its ServiceAccount, leader-elected in capi-private as deployed, registered for
 // marked namespaces: it writes a marked namespace's loopback Secret and admits (injects) a cluster-api Pod there.
-func injector(t *testing.T, id *Identity) {
+func injector(t *testing.T, id *deploytest.Identity) {
 	ctx := t.Context()
 	cfg := inject.DefaultConfig("quay.io/dcm-sp/capi-private:test")
 	sel, err := labels.Parse(inject.DefaultOperatorSelector)
@@ -185,7 +188,7 @@ func injector(t *testing.T, id *Identity) {
 	ns := env.NewNamespace(t, "hcp-inject")
 	in, err := injecttest.StartInjector(ctx, env.Client, injecttest.InjectorOptions{
 		Registration: "deploytest-inject", Kube: id.Config, CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile,
-		CA: env.WebhookCA, Config: cfg, LeaderElectionNamespace: Namespace,
+		CA: env.WebhookCA, Config: cfg, LeaderElectionNamespace: deploytest.Namespace,
 		NamespaceLabels: map[string]string{"capi-private-deploytest": ns},
 	})
 	if err != nil {
@@ -216,7 +219,7 @@ func injector(t *testing.T, id *Identity) {
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: inject.LoopbackSecret}, &corev1.Secret{}) == nil
 	})
 	lease := &coordinationv1.Lease{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: inject.LeaderElectionID}, lease); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: deploytest.Namespace, Name: inject.LeaderElectionID}, lease); err != nil {
 		t.Fatalf("the injector's Lease: %v", err)
 	}
 	if err := injecttest.WaitEffective(ctx, env.Client, ns, in.Exited()); err != nil {
@@ -233,11 +236,11 @@ func injector(t *testing.T, id *Identity) {
 
 // mirror runs the RBAC mirror as its ServiceAccount, leader-elected in capi-private: HyperShift's cluster-api Role
 // in a control plane namespace gets its twin, and so does its binding.
-func mirror(t *testing.T, id *Identity) {
+func mirror(t *testing.T, id *deploytest.Identity) {
 	ctx := t.Context()
 	ml := listen(t)
 	run(t, "rbac-mirror", func(ctx context.Context) error {
-		return rbacmirror.Run(ctx, rbacmirror.RunOptions{Kube: id.Config, LeaderElection: true, LeaderElectionNamespace: Namespace,
+		return rbacmirror.Run(ctx, rbacmirror.RunOptions{Kube: id.Config, LeaderElection: true, LeaderElectionNamespace: deploytest.Namespace,
 			MetricsListener: ml, SkipNameValidation: true})
 	})
 	ns := env.NewNamespace(t, "hcp-mirror")
@@ -269,7 +272,7 @@ func mirror(t *testing.T, id *Identity) {
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbacmirror.TwinName(f.Role.Name)}, &rbacv1.Role{}) == nil &&
 			env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbacmirror.TwinName(f.RoleBinding.Name)}, &rbacv1.RoleBinding{}) == nil
 	})
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: rbacmirror.LeaderElectionID}, &coordinationv1.Lease{}); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: deploytest.Namespace, Name: rbacmirror.LeaderElectionID}, &coordinationv1.Lease{}); err != nil {
 		t.Errorf("the mirror's Lease: %v", err)
 	}
 }
