@@ -11,7 +11,6 @@ import (
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
 	"github.com/dcm-sp/acm-cluster-sp/internal/render"
@@ -33,7 +32,7 @@ type Cluster struct {
 	ConsoleURL       string
 	// Kubeconfig names the admin kubeconfig Secret when the cluster is READY and the Secret exists (zero otherwise);
 	// its content is read only for callers allowed to see it.
-	Kubeconfig   hub.SecretRef
+	Kubeconfig   SecretRef
 	ControlPlane NodeCount
 	Workers      NodeCount
 	Namespace    string
@@ -111,7 +110,7 @@ type storedSpec struct {
 
 // BuildCluster assembles the resource of one cluster from its cached objects, with the one status function
 // (docs/status-mapping.md decides which fields each status exposes). It is pure.
-func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
+func BuildCluster(v View, now time.Time, s ViewSettings) Cluster {
 	hc := v.HostedCluster
 	r := status.Map(hc, v.NodePools, now, s.Status)
 	specJSON := hc.Annotations[meta.AnnotationSpec]
@@ -171,11 +170,11 @@ func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 }
 
 // Endpoints are a cluster's API endpoint and console URL as far as its objects tell them.
-func Endpoints(v hub.View) (api, console string) { return apiEndpoint(v.HostedCluster), consoleURL(v) }
+func Endpoints(v View) (api, console string) { return apiEndpoint(v.HostedCluster), consoleURL(v) }
 
 // Output is what a cluster produced, for the status events' output_spec: its endpoints once the installation
 // completed (they work from then on), until its deletion starts.
-func Output(v hub.View) status.Output {
+func Output(v View) status.Output {
 	hc := v.HostedCluster
 	if hc == nil || hc.DeletionTimestamp != nil || status.CompletedVersion(hc) == "" {
 		return status.Output{}
@@ -197,7 +196,7 @@ func apiEndpoint(hc *hyperv1.HostedCluster) string {
 
 // consoleURL prefers ACM's claim on the ManagedCluster, then derives the URL from the cluster's ingress domain
 // (docs/hypershift-objects.md). Under base-domain passthrough it is derived only once the operator has filled in the domain.
-func consoleURL(v hub.View) string {
+func consoleURL(v View) string {
 	if mc := v.ManagedCluster; mc != nil {
 		for _, c := range mc.Status.ClusterClaims {
 			if c.Name == "consoleurl.cluster.open-cluster-management.io" && c.Value != "" {

@@ -68,8 +68,8 @@ func TestTrimChangesNothingTheSPReads(t *testing.T) {
 		}
 		for _, age := range []time.Duration{0, time.Minute, 10 * time.Minute, time.Hour, 30 * 24 * time.Hour} {
 			now := s.hc.CreationTimestamp.Add(age)
-			full := clusters.BuildCluster(hub.View{ID: "x", HostedCluster: s.hc, NodePools: s.nps}, now, settings)
-			trim := clusters.BuildCluster(hub.View{ID: "x", HostedCluster: trimmed, NodePools: trimmedNPs}, now, settings)
+			full := clusters.BuildCluster(clusters.View{ID: "x", HostedCluster: s.hc, NodePools: s.nps}, now, settings)
+			trim := clusters.BuildCluster(clusters.View{ID: "x", HostedCluster: trimmed, NodePools: trimmedNPs}, now, settings)
 			if !reflect.DeepEqual(full, trim) {
 				t.Errorf("%s at +%s: the trimmed objects read\n%+v\nthe full ones\n%+v", s.name, age, trim, full)
 			}

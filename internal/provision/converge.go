@@ -149,7 +149,7 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 }
 
 // nodePoolOf is the cluster's NodePool in the cache (the SP creates one per cluster), deleting or not.
-func nodePoolOf(v hub.View) *hyperv1.NodePool {
+func nodePoolOf(v clusters.View) *hyperv1.NodePool {
 	if len(v.NodePools) == 0 {
 		return nil
 	}

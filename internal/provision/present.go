@@ -2,7 +2,6 @@ package provision
 
 import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
 
@@ -21,14 +20,14 @@ func (s *Service) present(c *clusters.Cluster) {
 	o := s.observed()
 	st, msg := s.cfg.Vocabulary.Present(status.Result{Status: c.Status, Message: c.StatusMessage, Why: c.Why}, o)
 	if o.Lost && st == status.Unavailable {
-		c.Encoded, c.Kubeconfig = nil, hub.SecretRef{}
+		c.Encoded, c.Kubeconfig = nil, clusters.SecretRef{}
 	}
 	c.Status, c.StatusMessage = st, msg
 }
 
 // Report is a cluster's status as the status events carry it: Map's decision in the configured vocabulary — the
 // same words GET and LIST answer — and what the cluster produced.
-func (s *Service) Report(v hub.View, r status.Result) status.Report {
+func (s *Service) Report(v clusters.View, r status.Result) status.Report {
 	st, msg := s.cfg.Vocabulary.Present(r, s.observed())
 	return status.Report{Status: st, Message: msg, Output: clusters.Output(v)}
 }

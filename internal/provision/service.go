@@ -161,7 +161,7 @@ func (s *Service) Get(_ context.Context, id string) (*clusters.Cluster, error) {
 }
 
 // build assembles a cluster's resource from a view read after s.views.sequence() returned since, and caches it.
-func (s *Service) build(v hub.View, now time.Time, since uint64) clusters.Cluster {
+func (s *Service) build(v clusters.View, now time.Time, since uint64) clusters.Cluster {
 	c := clusters.BuildCluster(v, now, s.viewSettings())
 	c.Encoded = &clusters.Encoding{}
 	s.views.put(v.ID, since, c, now)
@@ -186,7 +186,7 @@ func (s *Service) List(_ context.Context, pageSize *int, pageToken string) ([]cl
 	if err != nil {
 		return nil, "", err
 	}
-	var after *hub.Key
+	var after *clusters.Key
 	if pageToken != "" {
 		k, err := clusters.DecodePageToken(pageToken)
 		if err != nil {
@@ -212,7 +212,7 @@ func (s *Service) List(_ context.Context, pageSize *int, pageToken string) ([]cl
 	next := ""
 	if more && len(views) > 0 {
 		last := views[len(views)-1]
-		next = clusters.EncodePageToken(hub.Key{Created: last.HostedCluster.CreationTimestamp.Time, ID: last.ID})
+		next = clusters.EncodePageToken(clusters.Key{Created: last.HostedCluster.CreationTimestamp.Time, ID: last.ID})
 	}
 	return out, next, nil
 }
@@ -303,7 +303,7 @@ func (s *Service) existing(id string, spec *clusters.Spec) (*clusters.Cluster, b
 
 // replay decides a create of an id whose HostedCluster exists: 200 with the cluster for the same spec, 409 for a
 // different spec or a cluster being deleted.
-func (s *Service) replay(v hub.View, spec *clusters.Spec) (*clusters.Cluster, error) {
+func (s *Service) replay(v clusters.View, spec *clusters.Spec) (*clusters.Cluster, error) {
 	if v.HostedCluster.DeletionTimestamp != nil {
 		return nil, clusters.Conflict("instance %s is being deleted", v.ID)
 	}
@@ -423,19 +423,19 @@ func (s *Service) liveHostedCluster(ctx context.Context, id string) (*hyperv1.Ho
 // for a replica whose cache has not seen it yet.
 // LiveView reads an instance's HostedCluster (by hc's name) and its NodePool from the API server; the view's
 // HostedCluster is nil when it is gone.
-func (s *Service) LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (hub.View, error) {
+func (s *Service) LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (clusters.View, error) {
 	var live hyperv1.HostedCluster
 	if err := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(hc), &live); err != nil {
 		if apierrors.IsNotFound(err) {
-			return hub.View{ID: id}, nil
+			return clusters.View{ID: id}, nil
 		}
-		return hub.View{}, err
+		return clusters.View{}, err
 	}
 	return s.liveView(ctx, id, &live), nil
 }
 
-func (s *Service) liveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) hub.View {
-	v := hub.View{ID: id, HostedCluster: hc}
+func (s *Service) liveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) clusters.View {
+	v := clusters.View{ID: id, HostedCluster: hc}
 	var np hyperv1.NodePool
 	if err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Name}, &np); err == nil && meta.InstanceID(np.Labels) == id {
 		v.NodePools = []*hyperv1.NodePool{&np}
@@ -684,7 +684,7 @@ func (s *Service) RemoveStatusFinalizer(ctx context.Context, hc *hyperv1.HostedC
 // awaitCached waits (bounded) until the new HostedCluster is in the cache, so that a GET right after the create
 // finds it, and returns the resource built from the cache.
 func (s *Service) awaitCached(ctx context.Context, id string) *clusters.Cluster {
-	var v hub.View
+	var v clusters.View
 	if s.waitCache(ctx, func() bool {
 		var ok bool
 		v, ok = s.hub.Index().Get(id)

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
@@ -85,7 +84,7 @@ func (s *Service) update(ctx context.Context, id string, body []byte, ifMatch st
 		s.log.Info("operation accepted", "id", id, "name", hc.Name, "operation", d.Operation.Describe(), "from", d.Operation.From)
 	}
 	// Read-your-writes: the answer and a GET right after show the new spec.
-	var after hub.View
+	var after clusters.View
 	if s.waitCache(ctx, func() bool {
 		after, ok = s.hub.Index().Get(id)
 		return ok && after.HostedCluster != nil && after.HostedCluster.Annotations[meta.AnnotationSpec] == d.Spec.JSON
@@ -97,7 +96,7 @@ func (s *Service) update(ctx context.Context, id string, body []byte, ifMatch st
 }
 
 // decideUpdate gathers the state of one cluster and decides the patch (clusters.DecideUpdate).
-func (s *Service) decideUpdate(ctx context.Context, v hub.View, body []byte, ifMatch, opID, etag string) (clusters.UpdateDecision, error) {
+func (s *Service) decideUpdate(ctx context.Context, v clusters.View, body []byte, ifMatch, opID, etag string) (clusters.UpdateDecision, error) {
 	hc := v.HostedCluster
 	if !etagMatches(ifMatch, etag) {
 		return clusters.UpdateDecision{}, clusters.PreconditionFailed("If-Match %s does not match the cluster's ETag %s: it changed since it was read", ifMatch, etag)
