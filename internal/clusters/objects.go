@@ -33,7 +33,7 @@ type View struct {
 	NodePools     []*hyperv1.NodePool    // sorted by name
 	// Kubeconfig is the Secret named by status.kubeconfig, as metadata only ("" when absent): the operator creates
 	// it with the HostedCluster's labels in recent versions and without labels in older ones, so it is found by
-	// name. Its content is read on demand (Hub.Kubeconfig), only for callers allowed to see it.
+	// name. Its content is read on demand (hub.Hub.Kubeconfig), only for callers allowed to see it.
 	Kubeconfig     SecretRef
 	ManagedCluster *clusterv1.ManagedCluster
 }

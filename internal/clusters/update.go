@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
-	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
 )
 
@@ -377,8 +376,8 @@ func upgradeTarget(requested string, st UpdateState) (to, image string, err erro
 }
 
 // Platform deadlines of an operation (docs/day2.md §3.3).
-func OperationTimeout(p render.Platform, kubevirt, baremetal time.Duration) time.Duration {
-	if p == render.BareMetal {
+func OperationTimeout(p Platform, kubevirt, baremetal time.Duration) time.Duration {
+	if p == BareMetal {
 		return baremetal
 	}
 	return kubevirt

@@ -13,7 +13,6 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
-	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
 
@@ -25,7 +24,7 @@ type Cluster struct {
 	StatusMessage string
 	// Why tells the causes of one status apart, for the vocabulary that reports them differently.
 	Why              status.Why
-	Platform         render.Platform
+	Platform         Platform
 	Version          string // requested
 	OpenShiftVersion string // resolved
 	APIEndpoint      string
@@ -126,7 +125,7 @@ func BuildCluster(v View, now time.Time, s ViewSettings) Cluster {
 		Status:           r.Status,
 		StatusMessage:    r.Message,
 		Why:              r.Why,
-		Platform:         render.PlatformOf(hc.Spec.Platform.Type),
+		Platform:         PlatformOf(hc.Spec.Platform.Type),
 		Version:          spec.Version,
 		OpenShiftVersion: hc.Annotations[meta.AnnotationOpenShiftVersion],
 		Namespace:        hc.Namespace,

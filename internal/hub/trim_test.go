@@ -93,7 +93,7 @@ func rendered(t *testing.T) (*hyperv1.HostedCluster, *hyperv1.NodePool) {
 		t.Fatal(err)
 	}
 	objs := render.Render(render.Input{ID: "x", Provider: "p", Name: "trim", Namespace: "clusters", InfraID: "trim-abcde",
-		Platform: render.KubeVirt, SpecJSON: spec.JSON, ReleaseImage: "quay.io/openshift-release-dev/ocp-release:4.17.29-multi",
+		Platform: clusters.KubeVirt, SpecJSON: spec.JSON, ReleaseImage: "quay.io/openshift-release-dev/ocp-release:4.17.29-multi",
 		OpenShiftVersion: "4.17.29", ControllerAvailabilityPolicy: hyperv1.HighlyAvailable, WorkerCount: 2,
 		WorkerMemory: spec.Workers.Memory, WorkerStorage: spec.Workers.Storage, WorkerCores: ptr.To(uint32(4)),
 		PullSecret: []byte(`{}`), EtcdEncryptionKey: make([]byte, 32), Finalizers: []string{meta.FinalizerStatus}})

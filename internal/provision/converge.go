@@ -140,7 +140,7 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 	if err := parallel(steps...); err != nil {
 		return err
 	}
-	if spec.Platform == render.BareMetal {
+	if spec.Platform == clusters.BareMetal {
 		if err := s.ensureAgents(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
 			return err
 		}

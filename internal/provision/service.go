@@ -241,7 +241,7 @@ func (s *Service) create(ctx context.Context, id, key string, spec *clusters.Spe
 	if err != nil {
 		return nil, false, err
 	}
-	if spec.Platform == render.BareMetal {
+	if spec.Platform == clusters.BareMetal {
 		// An autoscaled pool may grow to its maximum: that many Agents are needed.
 		if err := s.checkAgentSupply(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount))); err != nil {
 			return nil, false, err
@@ -514,9 +514,9 @@ func (s *Service) input(id string, spec *clusters.Spec, releaseImage, openshiftV
 		in.Autoscaling = &hyperv1.NodePoolAutoScaling{Min: a.Min, Max: a.Max}
 	}
 	switch spec.Platform {
-	case render.KubeVirt:
+	case clusters.KubeVirt:
 		in.KubeVirtInfraKubeconfig, in.KubeVirtInfraNamespace = s.cfg.KubeVirtInfraKubeconfig, s.cfg.KubeVirtInfraNamespace
-	case render.BareMetal:
+	case clusters.BareMetal:
 		// Hardware sizes are Agent minimums, not VM sizes.
 		in.WorkerMemory, in.WorkerStorage, in.WorkerCores = nil, nil, nil
 	}

@@ -105,7 +105,7 @@ func (s *Service) decideUpdate(ctx context.Context, v clusters.View, body []byte
 	if err != nil {
 		return clusters.UpdateDecision{}, err
 	}
-	platform := render.PlatformOf(hc.Spec.Platform.Type)
+	platform := clusters.PlatformOf(hc.Spec.Platform.Type)
 	st := clusters.UpdateState{
 		StoredSpec: hc.Annotations[meta.AnnotationSpec], Deleting: hc.DeletionTimestamp != nil, EverCompleted: status.CompletedVersion(hc) != "",
 		Operation: operation.Decode(hc), CompletedVersion: status.CompletedVersion(hc), Upgradeable: upgradeableBlock(hc),
@@ -130,7 +130,7 @@ func (s *Service) decideUpdate(ctx context.Context, v clusters.View, body []byte
 // record in one conditional update of the HostedCluster (nothing else changes before it).
 func (s *Service) recordUpdate(ctx context.Context, id string, hc *hyperv1.HostedCluster, d clusters.UpdateDecision) error {
 	ch := &changes{}
-	if render.PlatformOf(hc.Spec.Platform.Type) == render.BareMetal && d.Operation != nil {
+	if clusters.PlatformOf(hc.Spec.Platform.Type) == clusters.BareMetal && d.Operation != nil {
 		switch d.Operation.Kind {
 		case operation.Scale:
 			// Reserve the extra Agents first (an autoscaled pool's maximum): a shortfall is a 422 before anything is
@@ -226,7 +226,7 @@ func (s *Service) operate(ctx context.Context, hc *hyperv1.HostedCluster, spec *
 	rec := operation.Decode(hc)
 	id := meta.InstanceID(hc.Labels)
 	if !rec.Open() {
-		if spec.Platform == render.BareMetal && rec != nil && rec.Kind == operation.Scale {
+		if spec.Platform == clusters.BareMetal && rec != nil && rec.Kind == operation.Scale {
 			return s.releaseSurplusAgents(ctx, id, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)))
 		}
 		return nil
