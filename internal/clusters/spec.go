@@ -188,7 +188,7 @@ func parseSpec(body []byte, sc SpecContext, lenient bool) (*Spec, error) {
 	}
 	data, err := json.Marshal(s.Canonical)
 	if err != nil {
-		return nil, Internal(err, "normalizing the spec")
+		return nil, internal(err, "normalizing the spec")
 	}
 	if len(data) > MaxSpecBytes {
 		return nil, InvalidFields([]FieldError{{"spec", fmt.Sprintf("the spec is %d bytes once normalized; at most %d", len(data), MaxSpecBytes)}})

@@ -60,11 +60,11 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 	}
 	var stored map[string]any
 	if err := json.Unmarshal([]byte(st.StoredSpec), &stored); err != nil {
-		return UpdateDecision{}, Internal(err, "reading the stored spec")
+		return UpdateDecision{}, internal(err, "reading the stored spec")
 	}
 	old, err := ParseStoredSpec([]byte(st.StoredSpec), sc)
 	if err != nil {
-		return UpdateDecision{}, Internal(err, "reading the stored spec")
+		return UpdateDecision{}, internal(err, "reading the stored spec")
 	}
 	merged := mergePatch(stored, patch)
 	// An immutable change is named as such before the merged spec is validated (which would complain about its
@@ -74,7 +74,7 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 	}
 	data, err := json.Marshal(map[string]any{"spec": merged})
 	if err != nil {
-		return UpdateDecision{}, Internal(err, "applying the patch")
+		return UpdateDecision{}, internal(err, "applying the patch")
 	}
 	next, err := ParseSpec(data, sc)
 	if err != nil {

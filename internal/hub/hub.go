@@ -9,6 +9,9 @@
 //
 // Informers start as their APIs are discovered (a background discovery every DiscoveryInterval), so a hub
 // without the Agent CRDs still serves KubeVirt, and a CRD installed later is picked up without a restart.
+//
+// A failed or refused API-server call becomes a domain error here (Failure, Rejected), so that every layer above
+// maps it to one HTTP status.
 package hub
 
 import (
