@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -40,35 +39,14 @@ type Cluster struct {
 	// RecheckAt is when the status may change with no object changing (a grace period or timeout expiring); zero
 	// when none is pending. A cached resource is rebuilt then.
 	RecheckAt time.Time
-	// Encoded caches the wire encoding of the resource without a kubeconfig (as LIST shows it), filled in by the API
-	// layer; nil for a resource that is not cached. It is shared by the copies of one cached build and dropped with
-	// it when the cluster changes.
-	Encoded *Encoding
+	// Build numbers this build of the resource from the caches (> 0, numbered by whoever caches builds): the copies
+	// of one build are equal, so a layer may keep what it derives from a resource (its encoding) by ID and Build.
+	// Zero for a resource that may not be taken from such a keep (built on demand, or a status of the moment).
+	Build uint64
 	// Operation is the latest day-2 operation (nil when none ever ran); its message is the live progress.
 	Operation *operation.Record
 	// ETag versions the spec and the operation (AEP-154): it changes when an update is accepted.
 	ETag string
-}
-
-// Encoding holds an encoded form of a cached resource; safe for concurrent use, nil-safe.
-type Encoding struct{ p atomic.Pointer[[]byte] }
-
-// Get returns the encoding (nil when not set yet).
-func (e *Encoding) Get() []byte {
-	if e == nil {
-		return nil
-	}
-	if b := e.p.Load(); b != nil {
-		return *b
-	}
-	return nil
-}
-
-// Set records the encoding.
-func (e *Encoding) Set(b []byte) {
-	if e != nil {
-		e.p.Store(&b)
-	}
 }
 
 // ETag is the entity tag of a cluster's spec and latest operation.

@@ -13,14 +13,15 @@ func (s *Service) observed() status.Observation {
 	return s.cfg.Observed()
 }
 
-// present puts a resource's status into the configured vocabulary, as the API answers it. The resource's encoding
-// cached with its build stays valid (the vocabulary is fixed) unless the hub is not observed: that status is the
-// moment's, so it is encoded afresh — and, UNAVAILABLE, it carries no kubeconfig (which could not be read anyway).
+// present puts a resource's status into the configured vocabulary, as the API answers it. What the API derives from
+// a cached build stays valid (the vocabulary is fixed) unless the hub is not observed: that status is the moment's,
+// so the resource loses its build number (it is encoded afresh) — and, UNAVAILABLE, it carries no kubeconfig (which
+// could not be read anyway).
 func (s *Service) present(c *clusters.Cluster) {
 	o := s.observed()
 	st, msg := s.cfg.Vocabulary.Present(status.Result{Status: c.Status, Message: c.StatusMessage, Why: c.Why}, o)
 	if o.Lost && st == status.Unavailable {
-		c.Encoded, c.Kubeconfig = nil, clusters.SecretRef{}
+		c.Build, c.Kubeconfig = 0, clusters.SecretRef{}
 	}
 	c.Status, c.StatusMessage = st, msg
 }

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -82,6 +83,7 @@ type Service struct {
 	kacDone  map[string]bool      // instances whose KlusterletAddonConfig exists (forgotten when the cluster is gone)
 	lockDone map[string]types.UID // instances whose lock is owned by their HostedCluster (of this UID)
 	views    *viewCache           // every cluster's resource as last built (GET, LIST)
+	builds   atomic.Uint64        // numbers the builds views keeps (clusters.Cluster.Build)
 	hosting  struct {             // the hosting cluster's name and when it was read (hostingClusterName)
 		name string
 		at   time.Time
@@ -163,7 +165,7 @@ func (s *Service) Get(_ context.Context, id string) (*clusters.Cluster, error) {
 // build assembles a cluster's resource from a view read after s.views.sequence() returned since, and caches it.
 func (s *Service) build(v clusters.View, now time.Time, since uint64) clusters.Cluster {
 	c := clusters.BuildCluster(v, now, s.viewSettings())
-	c.Encoded = &clusters.Encoding{}
+	c.Build = s.builds.Add(1)
 	s.views.put(v.ID, since, c, now)
 	return c
 }
