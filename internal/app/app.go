@@ -236,8 +236,8 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	checks := []health.Check{
 		health.HubCheck(h, hubStaleAfter),
 		health.HyperShiftCheck(h, cfg.HypershiftNamespace),
-		health.PlatformCheck("kubevirt", platforms.KubeVirtState),
-		health.PlatformCheck("baremetal", platforms.BareMetalState),
+		health.PlatformCheck(string(clusters.KubeVirt), platforms.KubeVirtState),
+		health.PlatformCheck(string(clusters.BareMetal), platforms.BareMetalState),
 	}
 	if a.Publisher != nil {
 		checks = append(checks, health.InformationalCheck("nats", a.Publisher.Connected),
@@ -496,7 +496,7 @@ func pullSecretSource(cfg *config.Config, h *hub.Hub) (func(context.Context) ([]
 			if err != nil {
 				return nil, fmt.Errorf("pullSecretFile: %w", err)
 			}
-			if err := config.CheckPullSecret(data); err != nil {
+			if err := clusters.CheckPullSecret(data); err != nil {
 				return nil, fmt.Errorf("pullSecretFile %s: %w", cfg.PullSecretFile, err)
 			}
 			return data, nil
@@ -512,7 +512,7 @@ func pullSecretSource(cfg *config.Config, h *hub.Hub) (func(context.Context) ([]
 				return nil, fmt.Errorf("pull secret %s/%s: %w", cfg.Namespace, cfg.PullSecretName, err)
 			}
 			data := s.Data[corev1.DockerConfigJsonKey]
-			if err := config.CheckPullSecret(data); err != nil {
+			if err := clusters.CheckPullSecret(data); err != nil {
 				return nil, fmt.Errorf("pull secret %s/%s: %w", cfg.Namespace, cfg.PullSecretName, err)
 			}
 			return data, nil
