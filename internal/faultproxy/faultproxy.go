@@ -1,7 +1,8 @@
 // Package faultproxy is a loopback HTTP proxy in front of kube-apiserver that injects faults into what one client
 // sends it: chosen writes answered with an error status (a 500 or a 429 from the API server), every request cut
-// (as the hub sees a process that died), watch streams dropped. The client talks plain HTTP to the proxy; the proxy
-// talks to the real API server with the credentials it was given. Test-only machinery.
+// (as the hub sees a process that died), watch streams dropped, the client's informer caches frozen. The client talks
+// plain HTTP to the proxy; the proxy talks to the real API server with the credentials it was given. Test-only
+// machinery.
 package faultproxy
 
 import (
