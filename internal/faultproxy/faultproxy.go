@@ -1,7 +1,8 @@
 // Package faultproxy is a loopback HTTP proxy in front of kube-apiserver that injects faults into what one client
 // sends it: chosen writes answered with an error status (a 500 or a 429 from the API server), every request cut
-// (as the hub sees a process that died), watch streams dropped. The client talks plain HTTP to the proxy; the proxy
-// talks to the real API server with the credentials it was given. Test-only machinery.
+// (as the hub sees a process that died), watch streams dropped, the client's informer caches frozen. The client talks
+// plain HTTP to the proxy; the proxy talks to the real API server with the credentials it was given. Test-only
+// machinery.
 package faultproxy
 
 import (
@@ -138,12 +139,17 @@ func isWrite(m string) bool {
 	return m == http.MethodPost || m == http.MethodPut || m == http.MethodPatch || m == http.MethodDelete
 }
 
+// describe is what a rule is told of a request.
+func describe(r *http.Request, writes int) Request {
+	q := r.URL.Query()
+	return Request{Method: r.Method, Path: r.URL.Path, Query: q, Write: isWrite(r.Method),
+		Watch: q.Get("watch") == "true" || q.Get("watch") == "1" || strings.Contains(r.URL.Path, "/watch/"), Writes: writes}
+}
+
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
-	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Write: isWrite(r.Method), Watch: r.URL.Query().Get("watch") == "true" || strings.Contains(r.URL.Path, "/watch/"),
-		Writes: int(p.writes.Load())}
-	p.mu.Lock()
-	verdict := p.rule(req)
-	p.mu.Unlock()
+	req := describe(r, int(p.writes.Load()))
+	verdict, r, done := p.decide(req, r)
+	defer done()
 	switch verdict {
 	case Fail500:
 		p.faults.Add(1)
@@ -171,14 +177,23 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.rp.ServeHTTP(rec, r)
 		panic(http.ErrAbortHandler)
 	}
-	if req.Watch {
-		ctx, cancel := context.WithCancel(r.Context())
-		key := &watchStream{cancel: cancel}
-		p.watches.Store(key, cancel)
-		defer func() { p.watches.Delete(key); cancel() }()
-		r = r.WithContext(ctx)
-	}
 	p.rp.ServeHTTP(w, r)
+}
+
+// decide applies the rule. A watch it passes is registered for DropWatches under the rule's lock, so that a watch
+// let through by a rule that SetRule then replaced is already known to the DropWatches that follows. done ends the
+// registration.
+func (p *Proxy) decide(req Request, r *http.Request) (Verdict, *http.Request, func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	verdict := p.rule(req)
+	if !req.Watch || verdict != Pass {
+		return verdict, r, func() {}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	key := &watchStream{cancel: cancel}
+	p.watches.Store(key, cancel)
+	return verdict, r.WithContext(ctx), func() { p.watches.Delete(key); cancel() }
 }
 
 func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
@@ -193,6 +208,22 @@ type discard struct{ header http.Header }
 func (d *discard) Header() http.Header         { return d.header }
 func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discard) WriteHeader(int)             {}
+
+// Informer tells whether a request is one an informer sends to fill or refresh its cache: a watch (a watch-list
+// too), or a list from a resourceVersion (a reflector names one on every list and relist; a client's own reads
+// name none). The continuation pages of a list follow a first page that named one.
+func Informer(r Request) bool {
+	return r.Method == http.MethodGet && (r.Watch || r.Query.Has("resourceVersion"))
+}
+
+// FreezeCaches is a rule: abort every request of an informer, pass the rest — the client's caches stay as they are
+// (after DropWatches has cut the streams in flight) while its own reads and writes reach the API server.
+func FreezeCaches(r Request) Verdict {
+	if Informer(r) {
+		return Abort
+	}
+	return Pass
+}
 
 // CutAfterWrites is a rule: pass everything until n writes have passed (optionally only those match accepts), then
 // abort every request — as the hub sees a client process that died after its n-th write.

@@ -120,6 +120,36 @@ func TestFailuresAndWatches(t *testing.T) {
 	}
 }
 
+// FreezeCaches refuses what an informer sends — a watch of any form, a list from a resourceVersion, of any kind and
+// scope — and passes the client's own reads and writes.
+func TestFreezeCaches(t *testing.T) {
+	const hcs = "/apis/hypershift.openshift.io/v1beta1/namespaces/shared/hostedclusters"
+	for _, c := range []struct {
+		method, url string
+		want        Verdict
+	}{
+		{"GET", hcs + "?labelSelector=managed-by%3Ddcm&resourceVersion=316", Abort},                                     // relist
+		{"GET", "/apis/hypershift.openshift.io/v1beta1/namespaces/shared/nodepools?resourceVersion=0&limit=500", Abort}, // first list
+		{"GET", "/apis/hypershift.openshift.io/v1beta1/hostedclusters?resourceVersion=5", Abort},                        // cluster-wide
+		{"GET", "/api/v1/namespaces/shared/secrets?resourceVersion=266", Abort},                                         // any kind
+		{"GET", hcs + "?allowWatchBookmarks=true&resourceVersion=331&timeoutSeconds=369&watch=true", Abort},
+		{"GET", hcs + "?watch=1", Abort},
+		{"GET", hcs + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", Abort}, // watch-list
+		{"GET", "/apis/hypershift.openshift.io/v1beta1/watch/namespaces/shared/hostedclusters", Abort},
+		{"GET", hcs + "?labelSelector=dcm-instance-id%3Dinst-a&timeout=20s", Pass}, // the client's own list
+		{"GET", hcs + "/a?timeout=20s", Pass},
+		{"GET", hcs + "?limit=500&continue=abc", Pass}, // follows a first page that was refused
+		{"GET", "/apis/hypershift.openshift.io/v1beta1?timeout=5s", Pass},
+		{"POST", hcs + "?timeout=20s", Pass},
+		{"PATCH", hcs + "/a?timeout=20s", Pass},
+		{"DELETE", hcs + "/a?timeout=20s", Pass},
+	} {
+		if got := FreezeCaches(describe(httptest.NewRequest(c.method, c.url, nil), 0)); got != c.want {
+			t.Errorf("%s %s: verdict %d, want %d", c.method, c.url, got, c.want)
+		}
+	}
+}
+
 // The TCP forwarder passes bytes both ways, cuts live connections and refuses new ones while down, and forwards to
 // a new upstream on the same address afterwards.
 func TestTCPForwarder(t *testing.T) {
