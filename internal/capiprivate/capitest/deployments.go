@@ -158,13 +158,13 @@ type DeploymentPlayerOptions struct {
 	Log logr.Logger
 }
 
-// DeploymentPlayer plays the deployment controller and the kubelet for the Deployments labelled SimulateLabel
-// (reference §10.1): for each replica of the current pod template it runs a simulated pod, a Manager in this process
-// (Direct or Proxied after ModeOf, with the role's Components, leader-elected per role), and writes a Pod object
-// (labels, annotations and spec of the template, owned by the Deployment) and the Deployment's status. A template
-// change replaces every pod (Recreate); scaling down stops the newest. A pod's Pod object is deleted only after its
-// manager has stopped, so "the Deployment's pods are gone" means its controllers write nothing any more. A manager
-// that exits on its own is restarted (restartCount).
+// DeploymentPlayer plays the deployment controller and the kubelet for the Deployments labelled SimulateLabel: for each
+// replica of the current pod template it runs a simulated pod, a Manager in this process (Direct or Proxied after
+// ModeOf, with the role's Components, leader-elected per role), and writes a Pod object (labels, annotations and spec
+// of the template, owned by the Deployment) and the Deployment's status. A template change replaces every pod
+// (Recreate); scaling down stops the newest. A pod's Pod object is deleted only after its manager has stopped, so "the
+// Deployment's pods are gone" means its controllers write nothing any more. A manager that exits on its own is
+// restarted (restartCount).
 type DeploymentPlayer struct {
 	opts    DeploymentPlayerOptions
 	client  client.Client

@@ -64,12 +64,12 @@ func exists(ctx context.Context, c client.Client, obj client.Object) (bool, erro
 	return err == nil, err
 }
 
-// TestGarbageCollectionPrivateGroups is S6 on stored private objects (reference §10.1, R3): kube-controller-manager's
-// real garbage collector follows ownerReferences in the private groups, so deleting a MachineSet collects its
-// Machines, and a Secret owned by a Machine lives exactly as long as the Machine. The negative control is the same
-// ownerReference written as cluster.x-k8s.io/v1beta2 (what an untranslated client would store): the GC looks the
-// MachineSet up in the platform's standard CRD, finds nothing, and collects the Machine although its MachineSet
-// lives. No controller runs in the namespace: every deletion here is the garbage collector's.
+// TestGarbageCollectionPrivateGroups works on stored private objects. kube-controller-manager's real garbage collector
+// never goes through the proxy, which is why refs are stored private: it follows ownerReferences in the private groups,
+// so deleting a MachineSet collects its Machines, and a Secret owned by a Machine lives exactly as long as the Machine.
+// The negative control is the same ownerReference written as cluster.x-k8s.io/v1beta2 (what an untranslated client
+// would store): the GC looks the MachineSet up in the platform's standard CRD, finds nothing, and collects the Machine
+// although its MachineSet lives. No controller runs in the namespace: every deletion here is the garbage collector's.
 func TestGarbageCollectionPrivateGroups(t *testing.T) {
 	gcScenario(t, harness.Client, PrivateGroups, true)
 }

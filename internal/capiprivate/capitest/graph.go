@@ -19,9 +19,8 @@ import (
 type Groups int
 
 const (
-	// StandardGroups writes them as a legacy HyperShift does: in the standard groups, i.e. the platform's standard
-	// CRDs and the standard CAPK CRDs (reference §10.1), for managers in Direct mode. Also what a client of the
-	// proxy writes.
+	// StandardGroups writes them as a legacy HyperShift does: in the standard groups, i.e. the platform's standard CRDs
+	// and the standard CAPK CRDs, for managers in Direct mode. Also what a client of the proxy writes.
 	StandardGroups Groups = iota
 	// PrivateGroups writes them straight into the private groups, refs included: what the proxy stores for a
 	// proxied client, and what the migrator writes.
@@ -54,13 +53,13 @@ const (
 	SimulateLabel = "capitest.capi-private.dcm.io/simulate"
 	// RoleLabel names what a simulated Deployment's pods run (RoleCAPI, RoleProvider, …); default: its name.
 	RoleLabel = "capitest.capi-private.dcm.io/role"
-	// ProxyAnnotation on a pod template means the proxy sidecar is injected (reference §8.1): its pods run Proxied.
+	// ProxyAnnotation on a pod template means the proxy sidecar is injected: its pods run Proxied.
 	ProxyAnnotation = "hypershift.openshift.io/private-capi-proxy"
 	// ProxyInjected is ProxyAnnotation's value.
 	ProxyInjected = "injected"
 )
 
-// Roles of HyperShift's per-control-plane Deployments (the ones §8.3 Quiescing scales to 0).
+// Roles of HyperShift's per-control-plane Deployments (the ones a migration scales to 0 while it quiesces).
 const (
 	RoleCAPI                 = "cluster-api"
 	RoleProvider             = "capi-provider"

@@ -50,12 +50,11 @@ func newObject(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	return u
 }
 
-// Provider is the ledger infrastructure provider of reference §10.1, CAPK's stand-in: it reconciles KubevirtMachines
-// (and KubevirtClusters not managed externally) in the standard group, so it runs directly in legacy mode and
-// through the proxy in private mode. It honours cluster.x-k8s.io/paused and Cluster.spec.paused. A KubevirtMachine
-// without spec.providerID gets an instance from the ledger (kubevirt://ledger-<n>) and a Ready Node in the workload
-// cluster (reached through the <cluster>-kubeconfig Secret); a deleted one has its instance (and Node) deleted,
-// then its finalizer removed.
+// Provider is the ledger infrastructure provider, CAPK's stand-in: it reconciles KubevirtMachines (and KubevirtClusters
+// not managed externally) in the standard group, so it runs directly in legacy mode and through the proxy in private
+// mode. It honours cluster.x-k8s.io/paused and Cluster.spec.paused. A KubevirtMachine without spec.providerID gets an
+// instance from the ledger (kubevirt://ledger-<n>) and a Ready Node in the workload cluster (reached through the
+// <cluster>-kubeconfig Secret); a deleted one has its instance (and Node) deleted, then its finalizer removed.
 type Provider struct {
 	Ledger *Ledger
 	// Concurrency is each controller's MaxConcurrentReconciles (default 2).

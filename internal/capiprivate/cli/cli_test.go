@@ -38,7 +38,8 @@ func TestPlaceholders(t *testing.T) {
 	}
 }
 
-// The proxy's flag checks (§5) refuse before anything listens or reads a kubeconfig.
+// The proxy's flag checks (a known auth mode; TLS off loopback; own-identity on loopback only; an https webhook
+// upstream) refuse before anything listens or reads a kubeconfig.
 func TestProxyFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string

@@ -53,11 +53,12 @@ const (
 	AdminUser = "capi-private-admin"
 	// LimitedUser is only authenticated: RBAC grants it nothing until a test does.
 	LimitedUser = "capi-private-limited"
-	// WebhookUser is the conversion webhook's identity: get, list and watch on CRDs (the RBAC of §6), nothing else.
+	// WebhookUser is the conversion webhook's identity: get, list and watch on CRDs (its apiVersion getter reads them),
+	// nothing else.
 	WebhookUser = "capi-private-webhook"
 )
 
-// The platform's objects (§10.1): standard CAPI objects the proxy must never show or change.
+// The platform's objects: standard CAPI objects the proxy must never show or change.
 const (
 	PlatformNamespace = "openshift-cluster-api"
 	PlatformCluster   = "platform"
@@ -239,7 +240,7 @@ func (e *Env) Kubeconfig(user, token string) ([]byte, error) {
 }
 
 func (e *Env) startWebhook(ctx context.Context) error {
-	// §6 RBAC: get, list and watch on CRDs.
+	// The webhook's RBAC: get, list and watch on CRDs.
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: WebhookUser},
 		Rules: []rbacv1.PolicyRule{{

@@ -367,7 +367,7 @@ func code(err error) int32 {
 
 func isStatus(err error, c int32) bool { return code(err) == c }
 
-// §6: with the webhook down, v1beta1 requests fail with 500 and v1beta2 (storage) requests keep working.
+// With the webhook down, v1beta1 requests fail with 500 and v1beta2 (storage) requests keep working.
 func TestWebhookDown(t *testing.T) {
 	ns := env.NewNamespace(t, "down")
 	kv := "infrastructure.cluster.hypershift.openshift.io"

@@ -501,7 +501,7 @@ func checkEvents(t *testing.T, hc types.NamespacedName, reasons ...string) {
 }
 
 // denyPrivateCreate installs a ValidatingAdmissionPolicy that denies creating the named objects in the private
-// groups in namespace (the fault injection of reference §10.1), and returns a function removing it.
+// groups in namespace (how these tests make a private create fail), and returns a function removing it.
 func denyPrivateCreate(t *testing.T, namespace string, spec any, names ...string) func() {
 	t.Helper()
 	ctx := t.Context()

@@ -16,7 +16,8 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
 
-// DefaultDeployments are the per-control-plane Deployments a migration quiesces and switches (reference §8.3).
+// DefaultDeployments are the per-control-plane Deployments a migration scales to 0 while it quiesces and brings back
+// through the proxy when it switches (--deployments replaces them).
 var DefaultDeployments = []string{"cluster-api", "capi-provider", "cluster-autoscaler", "machine-approver", "control-plane-operator"}
 
 // Workloads is what the migrator needs to know of the controllers acting on a hosted cluster's CAPI objects.
@@ -40,8 +41,8 @@ type Workloads struct {
 	Fingerprint string
 }
 
-// Switcher moves a hosted cluster's controllers between legacy and proxied mode (reference §8.6). The built-in
-// DeploymentSwitcher patches Deployments; CPO-managed workloads need the CPO's cooperation, which is not built.
+// Switcher moves a hosted cluster's controllers between legacy and proxied mode. The built-in DeploymentSwitcher
+// patches Deployments; CPO-managed workloads need the CPO's cooperation, which is not built.
 type Switcher interface {
 	// Observe reports the workloads of the hosted control plane namespace.
 	Observe(ctx context.Context, namespace string) (Workloads, error)
