@@ -43,8 +43,8 @@ type UpdateDecision struct {
 	Operation *operation.Record
 }
 
-// MaxSkewMinors is how many minors a NodePool may lag the control plane: N-2, the skew HyperShift's documentation and
-// the ACM console allow (newer HyperShift releases tolerate N-3; the product keeps to the stricter rule).
+// MaxSkewMinors is how many minors a NodePool may lag the control plane: N-2, what the ACM console and HyperShift's
+// older documentation allow (its current documentation allows N-3; the product keeps to the stricter rule).
 const MaxSkewMinors = 2
 
 // DecideUpdate decides a PATCH (docs/day2.md, section "API"): body is an RFC 7396 merge patch of {"spec": …} applied to
