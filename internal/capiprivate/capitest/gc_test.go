@@ -74,7 +74,7 @@ func TestGarbageCollectionPrivateGroups(t *testing.T) {
 	gcScenario(t, harness.Client, PrivateGroups, true)
 }
 
-// TestGarbageCollectionThroughProxy is S6 through the proxy: a client writes the MachineSet, its Machines and the
+// TestGarbageCollectionThroughProxy: the same through the proxy. A client writes the MachineSet, its Machines and the
 // Machine's Secret in the standard groups (ownerReferences cluster.x-k8s.io/v1beta2) and deletes the MachineSet,
 // all through the proxy; the refs are stored private, so the real garbage collector collects the Machines and then
 // the Secret.
@@ -106,7 +106,7 @@ func gcScenario(t *testing.T, c client.Client, g Groups, negative bool) {
 	if err := c.Create(ctx, bootstrap); err != nil {
 		t.Fatal(err)
 	}
-	// Stored: private groups only, refs included (R3).
+	// Stored: private groups only, refs included (the garbage collector reads them directly).
 	stored := NewCAPIObject(PrivateGroups, "Machine")
 	if err := harness.Client.Get(ctx, client.ObjectKeyFromObject(m1), stored); err != nil {
 		t.Fatalf("Machine not stored in the private group: %v", err)
