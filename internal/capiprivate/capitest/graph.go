@@ -2,6 +2,7 @@ package capitest
 
 import (
 	"fmt"
+	"slices"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -48,29 +49,41 @@ func (g Groups) Group(standard string) string {
 // APIVersion is <Group(standard)>/<version>.
 func (g Groups) APIVersion(standard, version string) string { return g.Group(standard) + "/" + version }
 
-// Labels and annotations of the simulated workloads.
+// Labels of the simulated workloads.
 const (
-	// SimulateLabel marks the Deployments the DeploymentPlayer plays (value "true").
+	// SimulateLabel marks the simulated Deployments and their Pods, which the DeploymentPlayer runs (value "true").
 	SimulateLabel = "capitest.capi-private.dcm.io/simulate"
-	// RoleLabel names what a simulated Deployment's pods run (RoleCAPI, RoleProvider, …); default: its name.
+	// RoleLabel names what a simulated Pod runs (RoleCAPI, RoleProvider, …).
 	RoleLabel = "capitest.capi-private.dcm.io/role"
-	// ProxyAnnotation on a pod template means the proxy sidecar is injected (reference §8.1): its pods run Proxied.
-	ProxyAnnotation = "hypershift.openshift.io/private-capi-proxy"
-	// ProxyInjected is ProxyAnnotation's value.
-	ProxyInjected = "injected"
+	// ComponentLabel is the label HyperShift puts on each control plane component's Pods, naming the component.
+	ComponentLabel = "hypershift.openshift.io/control-plane-component"
 )
 
-// Roles of HyperShift's per-control-plane Deployments (the ones §8.3 Quiescing scales to 0).
+// Roles of HyperShift's per-control-plane Deployments: the ones a migration quiesces, and the CAPI readers that
+// move with the switch.
 const (
 	RoleCAPI                 = "cluster-api"
 	RoleProvider             = "capi-provider"
 	RoleControlPlaneOperator = "control-plane-operator"
 	RoleAutoscaler           = "cluster-autoscaler"
 	RoleMachineApprover      = "machine-approver"
+	// RoleHCCO (hosted-cluster-config-operator) reads Machines; RoleKarpenterOperator reads the Cluster. Both run
+	// idle here (a Pod, no manager): what matters is which groups their Pods would see.
+	RoleHCCO              = "hosted-cluster-config-operator"
+	RoleKarpenterOperator = "karpenter-operator"
 )
 
-// ControlPlaneRoles are the simulated Deployments of every hosted control plane namespace, in creation order.
-var ControlPlaneRoles = []string{RoleControlPlaneOperator, RoleCAPI, RoleProvider, RoleAutoscaler, RoleMachineApprover}
+// ControlPlaneRoles are the simulated Deployments of every hosted control plane namespace, in creation order
+// (RoleKarpenterOperator only with HostedClusterSpec.Karpenter, as HyperShift runs it only with AutoNode).
+var ControlPlaneRoles = []string{RoleControlPlaneOperator, RoleCAPI, RoleProvider, RoleAutoscaler, RoleMachineApprover, RoleHCCO}
+
+// mainContainer is each role's main container, named as in HyperShift's rendered Deployments (the recorded
+// fixtures in inject/injecttest/testdata/hypershift).
+var mainContainer = map[string]string{
+	RoleCAPI: "manager", RoleProvider: "manager", RoleControlPlaneOperator: "control-plane-operator",
+	RoleAutoscaler: "cluster-autoscaler", RoleMachineApprover: "machine-approver",
+	RoleHCCO: "hosted-cluster-config-operator", RoleKarpenterOperator: "karpenter-operator",
+}
 
 // MachineDeploymentSpec is one MachineDeployment (with its KubevirtMachineTemplate, bootstrap Secret and, if asked,
 // MachineHealthCheck) of a hosted cluster, as HyperShift makes one per NodePool.
@@ -93,12 +106,26 @@ type HostedClusterSpec struct {
 	MachineHealthChecks bool
 	// Annotations of the HostedCluster (e.g. hypershift.openshift.io/scope: legacy).
 	Annotations map[string]string
-	// Deployments adds the simulated control plane Deployments (ControlPlaneRoles) with DeploymentReplicas
-	// replicas (0 is 0: created but not running); Proxied marks their pod templates with ProxyAnnotation.
+	// Deployments adds the simulated control plane Deployments (ControlPlaneRoles, and karpenter-operator with
+	// Karpenter) with DeploymentReplicas replicas (0 is 0: created but not running); Proxied points their
+	// containers at a sidecar on loopback (ProxiedEnv), so their pods run Proxied.
 	Deployments        bool
 	DeploymentReplicas int32
 	Proxied            bool
+	Karpenter          bool
 }
+
+// roles are the simulated Deployments of s.
+func (s HostedClusterSpec) roles() []string {
+	if s.Karpenter {
+		return append(slices.Clone(ControlPlaneRoles), RoleKarpenterOperator)
+	}
+	return ControlPlaneRoles
+}
+
+// ProxiedEnv is what a pod template's main container sets to run Proxied: its in-cluster client talks to a
+// sidecar on loopback (the injector sets the same on the Pods it injects).
+var ProxiedEnv = []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "16443"}}
 
 func (s HostedClusterSpec) infraID() string {
 	if s.InfraID != "" {
@@ -192,7 +219,7 @@ func (s HostedClusterSpec) Objects() []client.Object {
 		}
 	}
 	if s.Deployments {
-		for _, role := range ControlPlaneRoles {
+		for _, role := range s.roles() {
 			// Each Deployment's ServiceAccount first, as HyperShift writes it: with ServiceAccount admission on
 			// (testenv.Options.ServiceAccounts), a Pod of a missing one is refused.
 			out = append(out, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role}}, s.deployment(role))
@@ -260,17 +287,37 @@ func (s HostedClusterSpec) hostedControlPlane() *hyperv1.HostedControlPlane {
 	}
 }
 
+// deployment is role's Deployment, shaped as HyperShift renders one where the injector looks: the component
+// label on the Pods, the main container named as HyperShift names it, with the Pod's service-account token in a
+// projected kube-api-access volume (written out: testenv runs without ServiceAccount admission by default).
 func (s HostedClusterSpec) deployment(role string) *appsv1.Deployment {
-	labels := map[string]string{"app": role}
-	tmpl := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels},
-		Spec: corev1.PodSpec{
-			ServiceAccountName: role,
-			Containers:         []corev1.Container{{Name: "manager", Image: fmt.Sprintf("capitest.invalid/%s:simulated", role)}},
-		},
+	selector := map[string]string{"app": role}
+	ct := corev1.Container{
+		Name: mainContainer[role], Image: fmt.Sprintf("capitest.invalid/%s:simulated", role),
+		VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+	}
+	if ct.Name == "" {
+		ct.Name = "manager"
 	}
 	if s.Proxied {
-		tmpl.Annotations = map[string]string{ProxyAnnotation: ProxyInjected}
+		ct.Env = slices.Clone(ProxiedEnv)
+	}
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": role, SimulateLabel: "true", RoleLabel: role, ComponentLabel: role}},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: role, AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{ct},
+			Volumes: []corev1.Volume{{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				DefaultMode: ptr.To[int32](0o644),
+				Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+						Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+						FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+				},
+			}}}},
+		},
 	}
 	replicas := s.DeploymentReplicas
 	return &appsv1.Deployment{
@@ -280,7 +327,7 @@ func (s HostedClusterSpec) deployment(role string) *appsv1.Deployment {
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: tmpl,
 		},

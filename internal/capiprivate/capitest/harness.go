@@ -273,16 +273,21 @@ func (hc *HostedCluster) ScaleDeployment(ctx context.Context, role string, repli
 	return hc.h.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)))
 }
 
-// SetDeploymentProxied injects (or removes) the proxy marker on a simulated Deployment's pod template, which
-// replaces its pods with ones in the other mode.
+// SetDeploymentProxied points (or stops pointing) the main container of a simulated Deployment's pod template at
+// a sidecar on loopback (ProxiedEnv), which replaces its pods with ones in the other mode.
 func (hc *HostedCluster) SetDeploymentProxied(ctx context.Context, role string, proxied bool) error {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace(), Name: role}}
-	value := "null"
-	if proxied {
-		value = `"` + ProxyInjected + `"`
+	d := &appsv1.Deployment{}
+	if err := hc.h.Client.Get(ctx, types.NamespacedName{Namespace: hc.Namespace(), Name: role}, d); err != nil {
+		return err
 	}
-	patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%s}}}}}`, ProxyAnnotation, value)
-	return hc.h.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, patch))
+	ct := &d.Spec.Template.Spec.Containers[0]
+	ct.Env = slices.DeleteFunc(ct.Env, func(e corev1.EnvVar) bool {
+		return slices.ContainsFunc(ProxiedEnv, func(p corev1.EnvVar) bool { return p.Name == e.Name })
+	})
+	if proxied {
+		ct.Env = append(ct.Env, ProxiedEnv...)
+	}
+	return hc.h.Client.Update(ctx, d)
 }
 
 // DeploymentsAvailable reports whether every simulated Deployment of the hosted cluster has observed its

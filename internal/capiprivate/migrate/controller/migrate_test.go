@@ -85,6 +85,12 @@ func newRig(t *testing.T, name string, mds, machines int, annotations map[string
 
 func newRigWith(t *testing.T, name string, mds, machines int, annotations map[string]string, privateLater bool) *rig {
 	t.Helper()
+	return newRigSpec(t, name, mds, machines, annotations, privateLater, nil)
+}
+
+// newRigSpec is newRigWith with the hosted cluster's spec adjusted by mutate (nil: as LegacyHostedCluster makes it).
+func newRigSpec(t *testing.T, name string, mds, machines int, annotations map[string]string, privateLater bool, mutate func(*capitest.HostedClusterSpec)) *rig {
+	t.Helper()
 	ctx := t.Context()
 	ns := env.NewNamespace(t, "mig")
 	r := &rig{t: t, ns: ns, key: types.NamespacedName{Namespace: ns, Name: name}}
@@ -98,6 +104,9 @@ func newRigWith(t *testing.T, name string, mds, machines int, annotations map[st
 	}
 	spec := capitest.LegacyHostedCluster(ns, name, mds, machines)
 	spec.Annotations = annotations
+	if mutate != nil {
+		mutate(&spec)
+	}
 	if r.hc, err = harness.CreateHostedCluster(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +391,7 @@ func TestMigrateEndToEnd(t *testing.T) {
 	md := r.hc.Spec.MachineDeployments[0].Name
 	applyLabels(t, harness.Client, capitest.StandardGroups, r.hc.Namespace(), md, "a", "b")
 	deletes := watchDeletes(t, r.hc.Namespace(), standardKinds()...)
+	_, legacyPods := r.dependentPods()
 	begin := time.Now()
 	r.start(nil)
 	seenLocked := false
@@ -398,6 +408,8 @@ func TestMigrateEndToEnd(t *testing.T) {
 		t.Errorf("actions %v, want %v", got, want)
 	}
 	r.checkMigrated(wantCounts, mds*machines)
+	// The switch was a rollout: every CAPI-dependent component runs new Pods with the sidecar.
+	r.checkRollout(true, legacyPods)
 	// managedFields came along, their apiVersions translated.
 	newCluster := r.list(capitest.PrivateGroups, "Cluster")[0]
 	managers := map[string]string{}
@@ -698,6 +710,8 @@ func TestRollbackOrderAfterResume(t *testing.T) {
 			if err := safeOrder(kinds); err != nil {
 				t.Error(err)
 			}
+			// The rollout back: the namespace unmarked, no Pod with the sidecar left.
+			r.checkRollout(false, nil)
 			if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
 				t.Fatal(err)
 			}
