@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,8 +171,8 @@ func TestHealthRestartsRollBack(t *testing.T) {
 }
 
 // TestHealthMachineRollsBack: a Node turns NotReady once the private Cluster is unpaused (its kubelet stops
-// reporting): CAPI's conditions of the private Machine turn False where the legacy Machine's were True, Resuming
-// never turns green, the run rolls back at its deadline and never commits.
+// reporting): CAPI's conditions of the private Machine, and so of the private Cluster, turn False where the legacy
+// objects' were True; Resuming never turns green, the run rolls back at its deadline and never commits.
 func TestHealthMachineRollsBack(t *testing.T) {
 	r := newRig(t, "nodedown", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	node := &corev1.Node{}
@@ -196,8 +197,12 @@ func TestHealthMachineRollsBack(t *testing.T) {
 	}
 	t.Cleanup(func() { setReady(corev1.ConditionTrue) })
 	why := unhealthyRun(t, r, plan.UnpausePrivate, func() { setReady(corev1.ConditionFalse) }, nil)
-	if want := plan.ReasonHealthCheckTimeout + ": roll back: " + plan.ReasonHealthCheckTimeout + " (Machine/"; len(why) < len(want) || why[:len(want)] != want {
-		t.Errorf("rollback %q, want a Machine's regression", why)
+	// The NotReady Node turns the private Machine's conditions False and, through them, the private Cluster's
+	// (Available, WorkersAvailable): the check reports whichever it looks at first.
+	prefix := plan.ReasonHealthCheckTimeout + ": roll back: " + plan.ReasonHealthCheckTimeout + " ("
+	if !strings.HasPrefix(why, prefix) || !strings.Contains(why, " False, was True)") ||
+		!strings.HasPrefix(why[len(prefix):], "Machine/") && !strings.HasPrefix(why[len(prefix):], "Cluster/") {
+		t.Errorf("rollback %q, want a Machine's or the Cluster's condition regression", why)
 	}
 }
 
