@@ -43,15 +43,8 @@ func newMigrateCommand() *cobra.Command {
 			}
 			selection := inject.DefaultConfig("")
 			selection.ComponentLabel = componentLabel
-			if len(reroutes) > 0 {
-				selection.Reroutes = map[string][]string{}
-				for _, r := range reroutes {
-					comp, containers, err := inject.ParseReroute(r)
-					if err != nil {
-						return fmt.Errorf("--reroute %w", err)
-					}
-					selection.Reroutes[comp] = containers
-				}
+			if err := applyReroutes(&selection, reroutes); err != nil {
+				return err
 			}
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
