@@ -85,7 +85,7 @@ var mainContainer = map[string]string{
 	RoleHCCO: "hosted-cluster-config-operator", RoleKarpenterOperator: "karpenter-operator",
 }
 
-// MachineDeploymentSpec is one MachineDeployment (with its KubevirtMachineTemplate, bootstrap Secret and, if asked,
+// MachineDeploymentSpec is one MachineDeployment (with its machine template, bootstrap Secret and, if asked,
 // MachineHealthCheck) of a hosted cluster, as HyperShift makes one per NodePool.
 type MachineDeploymentSpec struct {
 	Name     string
@@ -96,10 +96,13 @@ type MachineDeploymentSpec struct {
 type HostedClusterSpec struct {
 	// Namespace and Name of the HostedCluster; its control plane lives in ControlPlaneNamespace(Namespace, Name).
 	Namespace, Name string
-	// InfraID names the Cluster, the KubevirtCluster and the kubeconfig Secret (default Name).
+	// InfraID names the Cluster, the infrastructure cluster and the kubeconfig Secret (default Name).
 	InfraID string
 	// Groups the Cluster API objects are written in.
 	Groups Groups
+	// Platform gives the infrastructure kinds (KubeVirt when unset). The HostedCluster's own platform spec stays
+	// KubeVirt's whatever it is: nothing here reads it.
+	Platform Platform
 	// MachineDeployments of the cluster.
 	MachineDeployments []MachineDeploymentSpec
 	// MachineHealthChecks adds one MachineHealthCheck per MachineDeployment, as HyperShift does with autoRepair.
@@ -146,8 +149,8 @@ func (s HostedClusterSpec) ClusterName() string { return s.infraID() }
 func UserDataSecret(md string) string { return "user-data-" + md }
 
 // Objects returns every object of the hosted cluster in creation order (owners and referenced objects first):
-// the control plane namespace, HostedCluster, HostedControlPlane, KubevirtCluster, Cluster, then per
-// MachineDeployment its user-data Secret, KubevirtMachineTemplate, MachineDeployment and MachineHealthCheck, then
+// the control plane namespace, HostedCluster, HostedControlPlane, the platform's infrastructure cluster, Cluster, then per
+// MachineDeployment its user-data Secret, the platform's machine template, MachineDeployment and MachineHealthCheck, then
 // the Deployments, each after its ServiceAccount. Cluster API objects are unstructured, in s.Groups; the others are typed.
 func (s HostedClusterSpec) Objects() []client.Object {
 	ns, infra := s.ControlPlaneNamespace(), s.infraID()
@@ -157,11 +160,18 @@ func (s HostedClusterSpec) Objects() []client.Object {
 		s.hostedCluster(),
 		s.hostedControlPlane(),
 	}
-	kc := s.capi(InfrastructureGroup, CAPKVersion, "KubevirtCluster", infra, map[string]any{})
-	kc.SetAnnotations(map[string]string{HostedClusterAnnotation: hcKey, clusterv1.ManagedByAnnotation: "external"})
+	p, shape := s.platform(), s.platform().shapes()
+	if shape.Cluster == nil {
+		shape.Cluster = map[string]any{}
+	}
+	kc := s.capi(p.Group, p.Version, p.Cluster, infra, shape.Cluster)
+	kc.SetAnnotations(map[string]string{HostedClusterAnnotation: hcKey})
+	if p.ExternallyManaged {
+		kc.SetAnnotations(map[string]string{HostedClusterAnnotation: hcKey, clusterv1.ManagedByAnnotation: "external"})
+	}
 	cluster := s.capi(ClusterGroup, "v1beta2", "Cluster", infra, map[string]any{
 		"controlPlaneRef":   map[string]any{"apiGroup": hyperv1.GroupVersion.Group, "kind": "HostedControlPlane", "name": s.Name},
-		"infrastructureRef": map[string]any{"apiGroup": s.Groups.Group(InfrastructureGroup), "kind": KubevirtClusterGVK.Kind, "name": infra},
+		"infrastructureRef": map[string]any{"apiGroup": s.Groups.Group(p.Group), "kind": p.Cluster, "name": infra},
 	})
 	cluster.SetAnnotations(map[string]string{HostedClusterAnnotation: hcKey})
 	out = append(out, kc, cluster)
@@ -175,16 +185,7 @@ func (s HostedClusterSpec) Objects() []client.Object {
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: UserDataSecret(md.Name), Labels: map[string]string{clusterv1.ClusterNameLabel: infra}},
 				Data:       map[string][]byte{"value": []byte("#ignition for " + md.Name)},
 			},
-			s.capi(InfrastructureGroup, CAPKVersion, "KubevirtMachineTemplate", md.Name, map[string]any{
-				"template": map[string]any{"spec": map[string]any{
-					"virtualMachineTemplate": map[string]any{
-						"metadata": map[string]any{"namespace": ns},
-						"spec": map[string]any{"runStrategy": "Always", "template": map[string]any{"spec": map[string]any{
-							"domain": map[string]any{"cpu": map[string]any{"cores": int64(2)}, "memory": map[string]any{"guest": "4Gi"}, "devices": map[string]any{}},
-						}}},
-					},
-				}},
-			}),
+			s.capi(p.Group, p.Version, p.Template, md.Name, s.templateSpec(ns)),
 			s.capi(ClusterGroup, "v1beta2", "MachineDeployment", md.Name, map[string]any{
 				"clusterName": infra,
 				"replicas":    int64(md.Replicas),
@@ -198,7 +199,7 @@ func (s HostedClusterSpec) Objects() []client.Object {
 					"spec": map[string]any{
 						"clusterName":       infra,
 						"bootstrap":         map[string]any{"dataSecretName": UserDataSecret(md.Name)},
-						"infrastructureRef": map[string]any{"apiGroup": s.Groups.Group(InfrastructureGroup), "kind": KubevirtMachineTemplateGVK.Kind, "name": md.Name},
+						"infrastructureRef": map[string]any{"apiGroup": s.Groups.Group(p.Group), "kind": p.Template, "name": md.Name},
 					},
 				},
 			}),
@@ -226,6 +227,29 @@ func (s HostedClusterSpec) Objects() []client.Object {
 		}
 	}
 	return out
+}
+
+// platform is the hosted cluster's platform (KubeVirt unless set).
+func (s HostedClusterSpec) platform() Platform {
+	if s.Platform.Name == "" {
+		return KubeVirt
+	}
+	return s.Platform
+}
+
+// templateSpec is a NodePool's machine template spec on s's platform.
+func (s HostedClusterSpec) templateSpec(ns string) map[string]any {
+	if t := s.platform().shapes().Template; t != nil {
+		return t
+	}
+	return map[string]any{"template": map[string]any{"spec": map[string]any{
+		"virtualMachineTemplate": map[string]any{
+			"metadata": map[string]any{"namespace": ns},
+			"spec": map[string]any{"runStrategy": "Always", "template": map[string]any{"spec": map[string]any{
+				"domain": map[string]any{"cpu": map[string]any{"cores": int64(2)}, "memory": map[string]any{"guest": "4Gi"}, "devices": map[string]any{}},
+			}}},
+		},
+	}}}
 }
 
 func (s HostedClusterSpec) capi(standardGroup, version, kind, name string, spec map[string]any) *unstructured.Unstructured {

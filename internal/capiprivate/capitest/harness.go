@@ -213,17 +213,27 @@ func (h *Harness) CreateHostedCluster(ctx context.Context, spec HostedClusterSpe
 // Namespace is the hosted control plane namespace, where the Cluster API objects live.
 func (hc *HostedCluster) Namespace() string { return hc.Spec.ControlPlaneNamespace() }
 
-// CAPIVersions are the served versions the harness reads Cluster API kinds at (core v1beta2, CAPK v1alpha1).
-var CAPIVersions = map[string]string{
-	"Cluster": "v1beta2", "MachineDeployment": "v1beta2", "MachineSet": "v1beta2", "Machine": "v1beta2",
-	"MachineHealthCheck": "v1beta2",
-	"KubevirtCluster":    CAPKVersion, "KubevirtMachine": CAPKVersion, "KubevirtMachineTemplate": CAPKVersion,
+// CAPIVersions are the served versions the harness reads Cluster API kinds at (core v1beta2, each platform's
+// kinds at its Platform.Version).
+var CAPIVersions = capiVersions()
+
+func capiVersions() map[string]string {
+	m := map[string]string{
+		"Cluster": "v1beta2", "MachineDeployment": "v1beta2", "MachineSet": "v1beta2", "Machine": "v1beta2",
+		"MachineHealthCheck": "v1beta2",
+	}
+	for _, p := range Platforms {
+		for _, k := range p.Kinds() {
+			m[k] = p.Version
+		}
+	}
+	return m
 }
 
 // standardGroupOf is the standard group of a Cluster API kind.
 func standardGroupOf(kind string) string {
-	if strings.HasPrefix(kind, "Kubevirt") {
-		return InfrastructureGroup
+	if p, ok := platformOf(kind); ok {
+		return p.Group
 	}
 	return ClusterGroup
 }

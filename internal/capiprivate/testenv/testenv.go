@@ -4,8 +4,8 @@
 // namespace controller and the deployment and ReplicaSet controllers (Pods of Deployments are created through the
 // API server and its admission webhooks; no scheduler or kubelet runs: capitest's kubelet stand-in runs what the
 // Pods would); the platform's standard CAPI CRDs (v1beta2 only) with a few platform objects, the standard
-// infrastructure provider CRDs, HostedCluster and HostedControlPlane, and the private CRDs, converted by the conversion webhook,
-// which runs in-process over HTTPS.
+// infrastructure provider CRDs, CAP-Agent's CRDs (a group never renamed), HostedCluster and HostedControlPlane,
+// and the private CRDs, converted by the conversion webhook, which runs in-process over HTTPS.
 //
 // It is test and dev machinery: import it only from tests (and the dev command), never from a production path.
 package testenv
@@ -322,10 +322,10 @@ func (e *Env) WebhookClientConfig() apiextensionsv1.WebhookClientConfig {
 
 // StandardCRDs are the CRDs testenv installs besides the private ones: the platform set, every vendored
 // infrastructure provider in its standard group (CAPK, CAPA, CAPZ, CAPG, CAPIBM, CAPO: where legacy objects
-// live), HostedCluster and HostedControlPlane.
+// live), CAP-Agent's (never renamed), HostedCluster and HostedControlPlane.
 func StandardCRDs() ([]*unstructured.Unstructured, error) {
 	var all []*unstructured.Unstructured
-	for _, set := range []func() ([]*unstructured.Unstructured, error){upstream.Platform, upstream.StandardInfrastructure, upstream.HyperShift} {
+	for _, set := range []func() ([]*unstructured.Unstructured, error){upstream.Platform, upstream.StandardInfrastructure, AgentCRDs, upstream.HyperShift} {
 		crds, err := set()
 		if err != nil {
 			return nil, err

@@ -49,13 +49,14 @@ func testConfig() plan.Config {
 // rig is one legacy hosted cluster in its own namespace with a legacy and a private fake HyperShift operator
 // (each accepting only its scope), and the migrate manager when started.
 type rig struct {
-	t       *testing.T
-	ns      string
-	hc      *capitest.HostedCluster
-	key     types.NamespacedName
-	reg     *prometheus.Registry
-	metrics *controller.Metrics
-	mig     *controller.Running
+	t        *testing.T
+	platform capitest.Platform // of the hosted cluster (KubeVirt when unset)
+	ns       string
+	hc       *capitest.HostedCluster
+	key      types.NamespacedName
+	reg      *prometheus.Registry
+	metrics  *controller.Metrics
+	mig      *controller.Running
 
 	mu      sync.Mutex
 	actions []timedAction
@@ -107,6 +108,7 @@ func newRigSpec(t *testing.T, name string, mds, machines int, annotations map[st
 	if mutate != nil {
 		mutate(&spec)
 	}
+	r.platform = spec.Platform
 	if r.hc, err = harness.CreateHostedCluster(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -234,9 +236,22 @@ func (r *rig) list(g capitest.Groups, kind string) []unstructured.Unstructured {
 	return items
 }
 
+// graphKinds are the kinds of the rig's hosted cluster that move: the core kinds and, when its provider's group
+// is renamed, the platform's.
+func (r *rig) graphKinds() []string {
+	if r.platform.Name == "" || r.platform.Name == capitest.KubeVirt.Name {
+		return graphKinds
+	}
+	core := []string{"Cluster", "MachineDeployment", "MachineSet", "Machine", "MachineHealthCheck"}
+	if _, renamed := groups.Default.ToPrivate(r.platform.Group); !renamed {
+		return core
+	}
+	return append(core, r.platform.Kinds()...)
+}
+
 func (r *rig) count(g capitest.Groups) map[string]int {
 	out := map[string]int{}
-	for _, k := range graphKinds {
+	for _, k := range r.graphKinds() {
 		out[k] = len(r.list(g, k))
 	}
 	return out
@@ -265,7 +280,7 @@ func (r *rig) checkMigrated(wantCounts map[string]int, machines int) {
 	uids := map[types.UID]bool{}
 	from := map[string]bool{}
 	var all []unstructured.Unstructured
-	for _, k := range graphKinds {
+	for _, k := range r.graphKinds() {
 		for _, o := range r.list(capitest.PrivateGroups, k) {
 			uids[o.GetUID()] = true
 			// Non-empty on every twin (a MachineSet's is its MachineDeployment's once CAPI synced its annotations).
