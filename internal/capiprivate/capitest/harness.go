@@ -2,8 +2,10 @@
 // capi-private.md §10.1): per simulated pod a controller-runtime manager in this process with the upstream CAPI
 // controllers, the ledger infrastructure provider or a fake HyperShift operator, reaching kube-apiserver either
 // directly (legacy mode: the standard CRDs) or through the capi-private proxy (private mode); the ledger that
-// counts instance creates and deletes; a deployment player that starts and stops those managers as Deployments are
-// scaled or their pod templates change; and builders of a hosted cluster's object graph in either group set.
+// counts instance creates and deletes; a deployment player — the kubelet stand-in — that runs those managers for
+// the Pods kube-controller-manager's deployment and ReplicaSet controllers create (admitted by the API server's
+// webhooks, the sidecar injector among them); and builders of a hosted cluster's object graph of each platform in
+// either group set.
 //
 // It is test and dev machinery: import it only from tests and the dev command, never from a production path.
 package capitest
@@ -68,7 +70,7 @@ type Harness struct {
 	proxied *rest.Config
 }
 
-// New starts a harness: its deployment player watches every Deployment labelled SimulateLabel.
+// New starts a harness: its deployment player runs every Pod labelled SimulateLabel.
 func New(ctx context.Context, o Options) (*Harness, error) {
 	if o.Direct == nil || len(o.WorkloadKubeconfig) == 0 {
 		return nil, errors.New("capitest: Options.Direct and Options.WorkloadKubeconfig are required")
