@@ -93,18 +93,19 @@ crds: ## regenerate internal/devhub/crds from the pinned upstream modules
 	hack/crds.sh
 
 .PHONY: capi-crds
-capi-crds: ## re-vendor capi-private's upstream CRDs and regenerate its private CRDs (internal/capiprivate/crds)
+capi-crds: ## re-vendor capi-private's upstream CRDs, regenerate its private CRDs (internal/capiprivate/crds) and their install copy (deploy/capi-private/base/crds)
 	hack/capi-crds.sh
+	hack/capi-deploy-crds.sh
 
 .PHONY: manifests-check
-manifests-check: $(HUB_BIN)/.complete ## render deploy/ and its overlays and validate them on a local hub (server-side dry run, strict)
+manifests-check: $(HUB_BIN)/.complete ## render deploy/ and deploy/capi-private and their overlays and validate them on a local hub (server-side dry run, strict)
 	go run ./hack/manifestscheck
 
 # What the production binaries must not link: the dev/test harness of either product, and (acm-cluster-sp) the
 # testing package. capi-private links `testing` through upstream Cluster API's v1beta1 conversions
 # (sigs.k8s.io/cluster-api/util/conversion), which its webhook needs. capi-private shares no runtime package with
 # the cluster SP (only internal/buildinfo, build tooling).
-DEV_HARNESS   := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|/internal/(simulator|devhub|envagent|localhub|testpki|testwait|testlog|faultproxy|spprocess|cli/devcmd|capiprivate/(testenv|capitest|cli/devcmd|inject/injecttest))$$
+DEV_HARNESS   := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|/internal/(simulator|devhub|envagent|localhub|testpki|testwait|testlog|faultproxy|spprocess|manifesttest|cli/devcmd|capiprivate/(testenv|capitest|deploytest|deploytest/migratetest|cli/devcmd|inject/injecttest))$$
 SP_RUNTIME    := ^github.com/dcm-sp/acm-cluster-sp/internal/(app|cli|httpapi|clusters|provision|reconcile|render|hub|status|events|registration|health|config|meta|redact|security|inventory|versions|operation)$$
 
 .PHONY: check-prod-deps
@@ -116,11 +117,13 @@ check-prod-deps: ## fail when a production binary links the dev harness (or, acm
 	 echo "production binaries link no dev harness; capi-private links none of the SP's runtime"
 
 .PHONY: verify-capi-crds
-verify-capi-crds: ## fail when capi-private's vendored upstream CRDs or generated private CRDs are stale
+verify-capi-crds: ## fail when capi-private's vendored upstream CRDs, generated private CRDs or their install copy are stale
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	 hack/capi-crds.sh $$tmp >/dev/null && \
 	 diff -r -x '*.go' $$tmp/upstream internal/capiprivate/crds/upstream && \
-	 diff -r $$tmp/private internal/capiprivate/crds/private && echo "capi-private CRDs current (make capi-crds)"
+	 diff -r $$tmp/private internal/capiprivate/crds/private && \
+	 hack/capi-deploy-crds.sh $$tmp/deploy >/dev/null && \
+	 diff -r $$tmp/deploy deploy/capi-private/base/crds && echo "capi-private CRDs current (make capi-crds)"
 
 .PHONY: verify
 verify: verify-capi-crds ## fail when generated code or CRDs are stale

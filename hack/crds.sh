@@ -25,7 +25,8 @@ KAC=github.com/stolostron/klusterlet-addon-controller@v0.0.0-20251011010713-c9f0
 ASSISTED=github.com/openshift/assisted-service@v1.0.10-0.20230830164851-6573b5d7021d
 KUBEVIRT=kubevirt.io/kubevirt@v1.8.0
 # What deploy/ ships besides the SP's own objects (the PrometheusRule and ServiceMonitor; the cert-manager
-# component's Certificate), so make manifests-check and the deployed-RBAC tests can apply them.
+# component's Certificate; capi-private's PodMonitors and cert-manager Issuer), so make manifests-check and the
+# deployed-RBAC tests can apply them.
 PROMOP=github.com/prometheus-operator/prometheus-operator@v0.85.0
 CERTMANAGER=github.com/cert-manager/cert-manager@v1.21.2
 
@@ -45,7 +46,9 @@ virtualmachines.kubevirt.io.yaml|VirtualMachine|$KUBEVIRT|$KV_GO|kubevirt
 virtualmachineinstances.kubevirt.io.yaml|VirtualMachineInstance|$KUBEVIRT|$KV_GO|kubevirt
 prometheusrules.monitoring.coreos.com.yaml|PrometheusRule|$PROMOP|example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml|none
 servicemonitors.monitoring.coreos.com.yaml|ServiceMonitor|$PROMOP|example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml|none
+podmonitors.monitoring.coreos.com.yaml|PodMonitor|$PROMOP|example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml|none
 certificates.cert-manager.io.yaml|Certificate|$CERTMANAGER|deploy/crds/cert-manager.io_certificates.yaml|none
+issuers.cert-manager.io.yaml|Issuer|$CERTMANAGER|deploy/crds/cert-manager.io_issuers.yaml|none
 "
 
 start=$(date +%s)

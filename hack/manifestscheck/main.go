@@ -1,7 +1,10 @@
 // Command manifestscheck renders deploy/ and each overlay with kubectl kustomize and validates the result against a
 // real kube-apiserver's OpenAPI (a local hub with the product's CRDs, and those of the PrometheusRule,
-// ServiceMonitor and cert-manager Certificate deploy/ ships): server-side apply, dry-run, strict field validation;
-// and checks that every variant but the dcm overlay serves HTTPS. `make manifests-check` runs it; CI too.
+// ServiceMonitor, PodMonitor and cert-manager Certificate and Issuer deploy/ ships): server-side apply, dry-run,
+// strict field validation; and checks that every SP variant but the dcm overlay serves HTTPS. It does the same
+// for deploy/capi-private's base and overlays, checks their Pods are hardened and their webhooks get a CA bundle
+// injected, and dry-runs the legacy operator's patch on HyperShift's operator Deployment. `make manifests-check`
+// runs it; CI too.
 package main
 
 import (
@@ -19,6 +22,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
 )
 
+// variants are the SP's; capiVariants (capiprivate.go) capi-private's.
 var variants = []string{"deploy", "deploy/overlays/dcm", "deploy/overlays/secure", "deploy/overlays/cert-manager"}
 
 // plainHTTP is the one variant that serves plain HTTP (DCM's credential-less calls); every other one must serve
@@ -41,21 +45,16 @@ func run() error {
 	}
 	defer func() { _ = hub.Stop() }()
 	kubectl := filepath.Join(devhub.DefaultBinDir(), "kubectl")
-	// A dry run creates nothing, so objects in the SP's own namespace need it to exist on this throwaway hub.
-	if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", hub.KubeconfigPath, "create", "namespace", "acm-cluster-sp").CombinedOutput(); err != nil {
-		return fmt.Errorf("creating namespace acm-cluster-sp: %s", out)
+	// A dry run creates nothing, so objects in the products' own namespaces need them to exist on this throwaway hub.
+	for _, ns := range []string{"acm-cluster-sp", "capi-private"} {
+		if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", hub.KubeconfigPath, "create", "namespace", ns).CombinedOutput(); err != nil {
+			return fmt.Errorf("creating namespace %s: %s", ns, out)
+		}
 	}
 	for _, dir := range variants {
-		rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", dir).Output()
+		rendered, out, err := dryRun(ctx, kubectl, hub.KubeconfigPath, dir)
 		if err != nil {
-			return fmt.Errorf("kubectl kustomize %s: %w", dir, stderrOf(err))
-		}
-		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", hub.KubeconfigPath, "apply", "--server-side", "--dry-run=server",
-			"--validate=strict", "--field-manager=manifests-check", "-f", "-")
-		cmd.Stdin = bytes.NewReader(rendered)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s does not validate:\n%s", dir, out)
+			return err
 		}
 		if tls, err := servesTLS(rendered); err != nil {
 			return fmt.Errorf("%s: %w", dir, err)
@@ -64,7 +63,23 @@ func run() error {
 		}
 		fmt.Printf("%s: %d objects valid (server-side dry run, strict)\n", dir, bytes.Count(out, []byte("\n")))
 	}
-	return nil
+	return checkCAPIPrivate(ctx, kubectl, hub.KubeconfigPath)
+}
+
+// dryRun renders dir and server-side applies it, dry-run, with strict field validation; it returns the rendered
+// manifests and kubectl's output (one line per object).
+func dryRun(ctx context.Context, kubectl, kubeconfig, dir string) (rendered, out []byte, err error) {
+	rendered, err = exec.CommandContext(ctx, kubectl, "kustomize", dir).Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubectl kustomize %s: %w", dir, stderrOf(err))
+	}
+	cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "apply", "--server-side", "--dry-run=server",
+		"--validate=strict", "--field-manager=manifests-check", "-f", "-")
+	cmd.Stdin = bytes.NewReader(rendered)
+	if out, err = cmd.CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("%s does not validate:\n%s", dir, out)
+	}
+	return rendered, out, nil
 }
 
 func stderrOf(err error) error {

@@ -69,6 +69,8 @@ type Options struct {
 	Listener net.Listener
 	// HealthInterval overrides the 10 s health refresh (tests).
 	HealthInterval time.Duration
+	// HealthCheckTimeout overrides each health check's 2 s timeout (tests).
+	HealthCheckTimeout time.Duration
 	// Reconciler tunes the reconciler (workers, orphan grace period); its resync period is config resyncPeriod
 	// unless set here.
 	Reconciler reconcile.Options
@@ -234,8 +236,8 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	checks := []health.Check{
 		health.HubCheck(h, hubStaleAfter),
 		health.HyperShiftCheck(h, cfg.HypershiftNamespace),
-		health.PlatformCheck("kubevirt", platforms.KubeVirtState),
-		health.PlatformCheck("baremetal", platforms.BareMetalState),
+		health.PlatformCheck(string(clusters.KubeVirt), platforms.KubeVirtState),
+		health.PlatformCheck(string(clusters.BareMetal), platforms.BareMetalState),
 	}
 	if a.Publisher != nil {
 		checks = append(checks, health.InformationalCheck("nats", a.Publisher.Connected),
@@ -244,7 +246,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if a.Registrar != nil {
 		checks = append(checks, health.InformationalCheck("registration", a.Registrar.Status))
 	}
-	a.Health = health.New(checks, health.Options{Interval: interval, Ready: h.Synced})
+	a.Health = health.New(checks, health.Options{Interval: interval, Timeout: o.HealthCheckTimeout, Ready: h.Synced})
 	reg.MustRegister(a.Health.Collector())
 	a.Guard, err = security.New(security.Options{Mode: cfg.Auth, Anonymous: cfg.AuthAnonymous, ClientCAFile: cfg.ClientCAFile,
 		APIAudiences: cfg.APIAudiences, APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: restCfg, Registry: reg, Log: log})
@@ -494,7 +496,7 @@ func pullSecretSource(cfg *config.Config, h *hub.Hub) (func(context.Context) ([]
 			if err != nil {
 				return nil, fmt.Errorf("pullSecretFile: %w", err)
 			}
-			if err := config.CheckPullSecret(data); err != nil {
+			if err := clusters.CheckPullSecret(data); err != nil {
 				return nil, fmt.Errorf("pullSecretFile %s: %w", cfg.PullSecretFile, err)
 			}
 			return data, nil
@@ -510,7 +512,7 @@ func pullSecretSource(cfg *config.Config, h *hub.Hub) (func(context.Context) ([]
 				return nil, fmt.Errorf("pull secret %s/%s: %w", cfg.Namespace, cfg.PullSecretName, err)
 			}
 			data := s.Data[corev1.DockerConfigJsonKey]
-			if err := config.CheckPullSecret(data); err != nil {
+			if err := clusters.CheckPullSecret(data); err != nil {
 				return nil, fmt.Errorf("pull secret %s/%s: %w", cfg.Namespace, cfg.PullSecretName, err)
 			}
 			return data, nil

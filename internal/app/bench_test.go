@@ -809,7 +809,7 @@ func (s *seeder) one(i int) error {
 	now := time.Now()
 	objs := render.Render(render.Input{
 		ID: id, Provider: benchProvider, Name: name, Namespace: benchNS, InfraID: name + "-bench",
-		Platform: render.KubeVirt, SpecJSON: spec.JSON, ReleaseImage: s.release, OpenShiftVersion: "4.17.29",
+		Platform: clusters.KubeVirt, SpecJSON: spec.JSON, ReleaseImage: s.release, OpenShiftVersion: "4.17.29",
 		ControllerAvailabilityPolicy: hyperv1.HighlyAvailable, WorkerCount: 2,
 		WorkerMemory: spec.Workers.Memory, WorkerStorage: spec.Workers.Storage, WorkerCores: ptr.To(uint32(4)),
 		PullSecret: []byte(`{"auths":{}}`), EtcdEncryptionKey: make([]byte, 32), ManagedCluster: true,

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/events"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
@@ -44,8 +45,8 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.HubKubeconfig = hubKubeconfig
 	cfg.Namespace = "keys-ns"
-	cfg.DefaultPlatform = config.PlatformBareMetal
-	cfg.EnabledPlatforms = []string{config.PlatformBareMetal}
+	cfg.DefaultPlatform = string(clusters.BareMetal)
+	cfg.EnabledPlatforms = []string{string(clusters.BareMetal)}
 	cfg.KubevirtInfraCluster, cfg.KubevirtInfraNamespace = infra, "vms"
 	cfg.DefaultInfraEnvName, cfg.AgentNamespace = "keys-infraenv", "keys-agents"
 	cfg.ListenAddress = "127.0.0.1:0"

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/config"
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
@@ -221,7 +221,7 @@ func TestCreateRollsBack(t *testing.T) {
 // A platform that is not enabled on this SP is a 422 naming what is supported.
 func TestPlatformNotEnabled(t *testing.T) {
 	cfg := testConfig("restricted")
-	cfg.EnabledPlatforms = []string{config.PlatformKubeVirt}
+	cfg.EnabledPlatforms = []string{string(clusters.KubeVirt)}
 	sp := startSP(t, cfg, Options{})
 	body := `{"version":"1.30","metadata":{"name":"bm-off"},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv"}}}`
 	code, h, raw := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters", "application/json", []byte(body))

@@ -253,7 +253,7 @@ func (sp *testSP) waitStatus(t testing.TB, id string, want string, within time.D
 		return st == want
 	})
 	if !reached {
-		t.Fatalf("cluster %s: status %s (%q) after %v, want %s; seen %v", id, last.Status, last.StatusMessage, within, want, seen)
+		t.Fatalf("cluster %s: status %s (%q) after %v, want %s; seen %v%s", id, last.Status, last.StatusMessage, within, want, seen, hubDiagnosis(id))
 	}
 	return last, seen
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/redact"
@@ -25,7 +26,7 @@ type Platforms struct {
 	infra discovery.DiscoveryInterface // external KubeVirt cluster, nil when the hub is the infrastructure
 
 	mu        sync.Mutex
-	available map[string]bool
+	available map[clusters.Platform]bool
 	infraOK   bool
 	infraMsg  string
 	onChange  []func()
@@ -33,7 +34,7 @@ type Platforms struct {
 
 // NewPlatforms prepares the tracker; infraCfg is the external KubeVirt cluster (nil: the hub).
 func NewPlatforms(cfg *config.Config, h *hub.Hub, infraCfg *rest.Config) (*Platforms, error) {
-	p := &Platforms{cfg: cfg, hub: h, available: map[string]bool{}}
+	p := &Platforms{cfg: cfg, hub: h, available: map[clusters.Platform]bool{}}
 	if infraCfg != nil {
 		c := rest.CopyConfig(infraCfg)
 		c.Timeout = 1500 * time.Millisecond // inside the health check timeout
@@ -60,7 +61,7 @@ func (p *Platforms) Available() []string {
 	out := make([]string, 0, len(p.available))
 	for name, ok := range p.available {
 		if ok {
-			out = append(out, name)
+			out = append(out, string(name))
 		}
 	}
 	sort.Strings(out)
@@ -87,7 +88,7 @@ func (p *Platforms) Refresh() {
 	p.mu.Lock()
 	p.infraOK, p.infraMsg = kubevirtServed, infraMsg
 	changed := false
-	for name, served := range map[string]bool{config.PlatformKubeVirt: kubevirtServed, config.PlatformBareMetal: bmServed} {
+	for name, served := range map[clusters.Platform]bool{clusters.KubeVirt: kubevirtServed, clusters.BareMetal: bmServed} {
 		if served && p.cfg.PlatformEnabled(name) && !p.available[name] {
 			p.available[name] = true
 			changed = true
@@ -106,10 +107,10 @@ func (p *Platforms) Refresh() {
 func (p *Platforms) KubeVirtState(context.Context) (enabled, ok bool, message string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.cfg.PlatformEnabled(config.PlatformKubeVirt) {
+	if !p.cfg.PlatformEnabled(clusters.KubeVirt) {
 		return false, true, "not in enabledPlatforms"
 	}
-	if !p.available[config.PlatformKubeVirt] {
+	if !p.available[clusters.KubeVirt] {
 		return false, true, p.infraMsg
 	}
 	return true, p.infraOK, p.infraMsg
@@ -118,13 +119,13 @@ func (p *Platforms) KubeVirtState(context.Context) (enabled, ok bool, message st
 // BareMetalState is the baremetal health check's view.
 func (p *Platforms) BareMetalState(ctx context.Context) (enabled, ok bool, message string) {
 	switch {
-	case !p.cfg.PlatformEnabled(config.PlatformBareMetal):
+	case !p.cfg.PlatformEnabled(clusters.BareMetal):
 		return false, true, "not in enabledPlatforms"
 	case p.cfg.AgentNamespace == "":
 		return false, true, "agentNamespace is not configured"
 	}
 	p.mu.Lock()
-	available := p.available[config.PlatformBareMetal]
+	available := p.available[clusters.BareMetal]
 	p.mu.Unlock()
 	served := p.hub.LastDiscovery().Served[hub.APIAgents]
 	if !available {

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -9,10 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,35 +26,18 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
-	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/manifesttest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
-// renderManifests renders deploy/ with the kubectl the local hub was built with (kustomize inside).
+// renderManifests renders dir of the repository as the install would.
 func renderManifests(t *testing.T, dir string) []*unstructured.Unstructured {
-	t.Helper()
-	out, err := exec.Command(filepath.Join(localhub.DefaultBinDir(), "kubectl"), "kustomize", filepath.Join("..", "..", dir)).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v", dir, err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, doc := range bytes.Split(out, []byte("\n---\n")) {
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, u)
-	}
-	return objs
+	return manifesttest.Render(t, dir)
 }
 
 // applyAll server-side applies objects as the hub's admin.
@@ -70,39 +50,11 @@ func applyAll(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-// forbiddenRecorder wraps a client transport and records every 403 the hub answers.
-type forbiddenRecorder struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (f *forbiddenRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(r)
-		if err == nil && resp.StatusCode == http.StatusForbidden {
-			f.mu.Lock()
-			f.seen = append(f.seen, r.Method+" "+r.URL.Path)
-			f.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-func (f *forbiddenRecorder) list() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.seen...)
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // deployedSP is the SP as deploy/ installs it: its ServiceAccount's identity (a TokenRequest token), the configuration
 // file of its ConfigMap, the RBAC of its manifests.
 type deployedSP struct {
 	*testSP
-	forbidden *forbiddenRecorder
+	forbidden *manifesttest.Forbidden
 	user      caller // a platform user with acm-cluster-sp-user and acm-cluster-sp-kubeconfig-reader
 	registry  *devhub.Registry
 	cfg       config.Config
@@ -126,9 +78,9 @@ func startDeployed(t *testing.T, objs []*unstructured.Unstructured, sa string, s
 	if err := cs.CoordinationV1().Leases("acm-cluster-sp").Delete(ctx, "acm-cluster-sp-leader", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	rec := &forbiddenRecorder{}
+	rec := &manifesttest.Forbidden{}
 	saCfg := &rest.Config{Host: testHub.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: testHub.Config.CAData},
-		BearerToken: tr.Status.Token, QPS: 100, Burst: 200, WrapTransport: rec.wrap}
+		BearerToken: tr.Status.Token, QPS: 100, Burst: 200, WrapTransport: rec.Wrap}
 
 	var fileContent string
 	env := map[string]string{}
@@ -180,7 +132,7 @@ func startDeployed(t *testing.T, objs []*unstructured.Unstructured, sa string, s
 	}
 	var abort func() bool
 	if stopOnForbidden {
-		abort = func() bool { return len(rec.list()) > 0 }
+		abort = func() bool { return len(rec.List()) > 0 }
 	}
 	sp, ready := launchSPUntil(t, *cfg, Options{RestConfig: saCfg}, abort)
 	t.Cleanup(sp.stop)
@@ -328,12 +280,12 @@ func TestDeployedRBACRunsTheLifecycle(t *testing.T) {
 	ensurePullSecret(t)
 	d, ready := startDeployed(t, objs, "acm-cluster-sp", false)
 	if !ready {
-		t.Fatalf("not ready as the deployed ServiceAccount: %+v (403s: %v)", d.App.Health.Report(), d.forbidden.list())
+		t.Fatalf("not ready as the deployed ServiceAccount: %+v (403s: %v)", d.App.Health.Report(), d.forbidden.List())
 	}
 	if err := d.lifecycle(t, nil); err != nil {
-		t.Fatalf("lifecycle as the deployed ServiceAccount: %v (403s: %v)", err, d.forbidden.list())
+		t.Fatalf("lifecycle as the deployed ServiceAccount: %v (403s: %v)", err, d.forbidden.List())
 	}
-	if f := d.forbidden.list(); len(f) > 0 {
+	if f := d.forbidden.List(); len(f) > 0 {
 		t.Fatalf("the SP made calls its RBAC forbids: %v", f)
 	}
 }
@@ -450,11 +402,11 @@ func TestEveryDeployedRBACRuleIsNeeded(t *testing.T) {
 			d, ready := startDeployed(t, objs, "acm-cluster-sp", true)
 			var err error
 			if ready {
-				err = d.lifecycle(t, func() bool { return len(d.forbidden.list()) > 0 })
+				err = d.lifecycle(t, func() bool { return len(d.forbidden.List()) > 0 })
 			} else {
 				err = errors.New("never ready")
 			}
-			f := d.forbidden.list()
+			f := d.forbidden.List()
 			if err == nil && len(f) == 0 {
 				t.Fatalf("the whole lifecycle ran without %s: the rule is not needed", r)
 			}

@@ -1,15 +1,9 @@
 package clusters
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"syscall"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Kind classifies a domain error; the HTTP layer maps each kind to one status code and problem type.
@@ -118,30 +112,9 @@ func Unavailable(format string, args ...any) *Error {
 	return &Error{Kind: KindUnavailable, Message: fmt.Sprintf(format, args...)}
 }
 
-// Internal wraps an unexpected failure of a hub call; a deadline or an unreachable hub becomes a 504 or 503 with
-// a message that says so (never the hub's address), everything else a 500 whose details stay in the log.
-func Internal(err error, format string, args ...any) *Error {
-	msg := fmt.Sprintf(format, args...)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
-		return &Error{Kind: KindTimeout, Message: msg + ": the hub did not answer in time; retry", Err: err}
-	case apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || isConnectionError(err):
-		return &Error{Kind: KindUnavailable, Message: msg + ": the hub is unavailable; retry", Err: err}
-	case apierrors.IsInternalError(err):
-		return &Error{Kind: KindUnavailable, Message: msg + ": the hub answered an internal error; retry", Err: err}
-	case apierrors.IsConflict(err):
-		return &Error{Kind: KindUnavailable, Message: msg + ": the object changed meanwhile; retry", Err: err}
-	case errors.Is(err, context.Canceled):
-		return &Error{Kind: KindUnavailable, Message: msg + ": cancelled, the SP is stopping; retry", Err: err}
-	}
-	return &Error{Kind: KindInternal, Message: msg, Err: err}
-}
-
-// isConnectionError reports a failure to reach the hub at all.
-func isConnectionError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+// internal is an unexpected failure inside the domain (a 500 whose details stay in the log).
+func internal(err error, format string, args ...any) *Error {
+	return &Error{Kind: KindInternal, Message: fmt.Sprintf(format, args...), Err: err}
 }
 
 // KindOf returns the kind of err (KindInternal for errors that are not domain errors).
@@ -153,9 +126,9 @@ func KindOf(err error) Kind {
 	return KindInternal
 }
 
-// hubFields maps paths of the rendered objects back to the request fields they come from, so that a rejection by
-// the hub (CRD schema, CEL rule, admission policy) names what the caller can change.
-var hubFields = []struct{ prefix, field string }{
+// requestFields maps paths of the rendered objects back to the request fields they come from, so that a rejection
+// by the hub (CRD schema, CEL rule, admission policy) names what the caller can change.
+var requestFields = []struct{ prefix, field string }{
 	{"metadata.name", "spec.metadata.name"},
 	{"spec.dns.baseDomain", "spec.provider_hints.acm.base_domain"},
 	{"spec.replicas", "spec.nodes.workers.count"},
@@ -166,34 +139,13 @@ var hubFields = []struct{ prefix, field string }{
 	{"spec.release", "spec.version"},
 }
 
-// HubRejected turns the hub's refusal of a rendered object (422 Invalid, or an admission policy's denial) into a
-// 422 whose fields are the request's where the hub's causes can be traced back, and "<Kind>.<path>" otherwise.
-func HubRejected(err error, kind, name string) *Error {
-	var fields []FieldError
-	if se, ok := err.(apierrors.APIStatus); ok || errors.As(err, &se) {
-		if d := se.Status().Details; d != nil {
-			for _, c := range d.Causes {
-				f := c.Field
-				if f == "" {
-					continue // an admission policy's message: already in the detail
-				}
-				mapped := ""
-				for _, m := range hubFields {
-					if f == m.prefix || strings.HasPrefix(f, m.prefix+".") || strings.HasPrefix(f, m.prefix+"[") {
-						mapped = m.field
-						break
-					}
-				}
-				if mapped == "" {
-					mapped = kind + "." + f
-				}
-				fields = append(fields, FieldError{Field: mapped, Message: c.Message})
-			}
+// RequestField names the request field a path of a rendered object of kind comes from, and "<kind>.<path>" where
+// it cannot be traced back.
+func RequestField(kind, path string) string {
+	for _, m := range requestFields {
+		if path == m.prefix || strings.HasPrefix(path, m.prefix+".") || strings.HasPrefix(path, m.prefix+"[") {
+			return m.field
 		}
 	}
-	msg := fmt.Sprintf("the hub refused %s %s", kind, name)
-	if se, ok := err.(apierrors.APIStatus); ok && se.Status().Message != "" {
-		msg += ": " + se.Status().Message
-	}
-	return &Error{Kind: KindUnprocessable, Message: msg, Fields: fields, Err: err}
+	return kind + "." + path
 }

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 )
 
 // Page sizes of LIST (AEP-158 as DCM's providers apply it).
@@ -35,7 +33,7 @@ func PageSize(requested *int) (int, error) {
 // EncodePageToken makes the opaque keyset token of the last item of a page: base64url of
 // "<unix nanos>/<id>" followed by a CRC-32 of it, so that an edited token is detected rather than silently seeking
 // somewhere else.
-func EncodePageToken(k hub.Key) string {
+func EncodePageToken(k Key) string {
 	payload := strconv.FormatInt(k.Created.UnixNano(), 10) + "/" + k.ID
 	sum := make([]byte, 4)
 	binary.BigEndian.PutUint32(sum, crc32.ChecksumIEEE([]byte(payload)))
@@ -43,20 +41,20 @@ func EncodePageToken(k hub.Key) string {
 }
 
 // DecodePageToken reverses EncodePageToken; a malformed or altered token is a KindInvalid error.
-func DecodePageToken(token string) (hub.Key, error) {
+func DecodePageToken(token string) (Key, error) {
 	bad := &Error{Kind: KindInvalid, Message: "page_token: invalid or altered; use the next_page_token of a previous page", Fields: []FieldError{{"page_token", "invalid or altered"}}}
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil || len(raw) < 6 {
-		return hub.Key{}, bad
+		return Key{}, bad
 	}
 	payload, sum := raw[:len(raw)-4], raw[len(raw)-4:]
 	if crc32.ChecksumIEEE(payload) != binary.BigEndian.Uint32(sum) {
-		return hub.Key{}, bad
+		return Key{}, bad
 	}
 	nanos, id, ok := strings.Cut(string(payload), "/")
 	n, err := strconv.ParseInt(nanos, 10, 64)
 	if !ok || err != nil || id == "" {
-		return hub.Key{}, bad
+		return Key{}, bad
 	}
-	return hub.Key{Created: time.Unix(0, n).UTC(), ID: id}, nil
+	return Key{Created: time.Unix(0, n).UTC(), ID: id}, nil
 }

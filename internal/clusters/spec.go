@@ -14,9 +14,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/dcm-sp/acm-cluster-sp/internal/config"
-	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 )
 
 // SpecContext is what request validation needs from the configuration.
@@ -39,7 +36,7 @@ type Spec struct {
 	Name         string
 	Labels       map[string]string
 	Version      string
-	Platform     render.Platform
+	Platform     Platform
 	BaseDomain   string // effective: request, else configuration ("" = KubeVirt passthrough)
 	InfraEnv     string // effective (baremetal)
 	AgentLabels  map[string]string
@@ -191,7 +188,7 @@ func parseSpec(body []byte, sc SpecContext, lenient bool) (*Spec, error) {
 	}
 	data, err := json.Marshal(s.Canonical)
 	if err != nil {
-		return nil, Internal(err, "normalizing the spec")
+		return nil, internal(err, "normalizing the spec")
 	}
 	if len(data) > MaxSpecBytes {
 		return nil, InvalidFields([]FieldError{{"spec", fmt.Sprintf("the spec is %d bytes once normalized; at most %d", len(data), MaxSpecBytes)}})
@@ -521,12 +518,12 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 	if v, present := acm["platform"]; present {
 		if ps, ok := p.str(v, "provider_hints.acm.platform"); ok {
 			platform = strings.ToLower(strings.TrimSpace(ps))
-			if platform != config.PlatformKubeVirt && platform != config.PlatformBareMetal {
+			if !Platform(platform).Known() {
 				p.unprocessable = append(p.unprocessable, fmt.Sprintf("platform %q is not supported (this provider supports kubevirt and baremetal)", ps))
 			}
 		}
 	}
-	s.Platform = render.Platform(platform)
+	s.Platform = Platform(platform)
 	if v, present := acm["provisioning_type"]; present {
 		if pt, ok := p.str(v, "provider_hints.acm.provisioning_type"); ok && pt != "hypershift" {
 			p.unprocessable = append(p.unprocessable, fmt.Sprintf("provisioning type %q is not supported (only hypershift)", pt))
@@ -572,7 +569,7 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 		}
 	}
 	// Fill in the effective platform (the echo says which platform was used).
-	if len(p.unprocessable) == 0 && (platform == config.PlatformKubeVirt || platform == config.PlatformBareMetal) {
+	if len(p.unprocessable) == 0 && Platform(platform).Known() {
 		hints, _ := spec["provider_hints"].(map[string]any)
 		if hints == nil && spec["provider_hints"] == nil {
 			hints = map[string]any{}
@@ -598,7 +595,7 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 			data, err := base64.StdEncoding.DecodeString(strings.TrimSpace(ps))
 			if err != nil {
 				p.fail("pull_secret", "must be a base64-encoded dockerconfigjson")
-			} else if err := config.CheckPullSecret(data); err != nil {
+			} else if err := CheckPullSecret(data); err != nil {
 				p.fail("pull_secret", "%v", err)
 			} else {
 				s.PullSecret = data
@@ -608,7 +605,7 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 
 	// Platform rules.
 	switch s.Platform {
-	case render.BareMetal:
+	case BareMetal:
 		if s.BaseDomain == "" {
 			p.fail("provider_hints.acm.base_domain", "is required for baremetal (no default baseDomain is configured)")
 		}
@@ -618,8 +615,8 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 		if s.InfraEnv == "" {
 			p.fail("provider_hints.acm.infra_env", "is required for baremetal (no defaultInfraEnvName is configured)")
 		}
-	case render.KubeVirt:
-		if s.Workers.Storage != nil && s.Workers.Storage.Cmp(render.MinKubeVirtRootVolume) < 0 {
+	case KubeVirt:
+		if s.Workers.Storage != nil && s.Workers.Storage.Cmp(MinKubeVirtRootVolume) < 0 {
 			p.fail("nodes.workers.storage", "must be at least 16GB for a KubeVirt root volume")
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 )
 
 var sc = SpecContext{Namespace: "clusters", AgentNamespace: "hardware-inventory", DefaultPlatform: "kubevirt", DefaultInfraEnv: ""}
@@ -35,7 +33,7 @@ func TestParseDesignExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name != "dev-cluster-01" || s.Version != "4.15" || s.Platform != render.KubeVirt || s.BaseDomain != "example.com" ||
+	if s.Name != "dev-cluster-01" || s.Version != "4.15" || s.Platform != KubeVirt || s.BaseDomain != "example.com" ||
 		s.ControlPlane.Count != 3 || *s.ControlPlane.CPU != 4 || s.ControlPlane.Memory.String() != "16Gi" ||
 		*s.Workers.Count != 3 || *s.Workers.CPU != 8 || s.Workers.Memory.String() != "32Gi" || s.Workers.Storage.String() != "250Gi" {
 		t.Fatalf("kubevirt example parsed as %+v", s)
@@ -49,7 +47,7 @@ func TestParseDesignExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Platform != render.BareMetal || s.InfraEnv != "production-infraenv" || s.AgentLabels["location"] != "datacenter-1" || s.AgentLabels["role"] != "worker" {
+	if s.Platform != BareMetal || s.InfraEnv != "production-infraenv" || s.AgentLabels["location"] != "datacenter-1" || s.AgentLabels["role"] != "worker" {
 		t.Fatalf("baremetal example parsed as %+v", s)
 	}
 	if !strings.Contains(s.JSON, `"agent_labels":{"location":"datacenter-1","role":"worker"}`) || !strings.Contains(s.JSON, `"infra_env":"production-infraenv"`) {

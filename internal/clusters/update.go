@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
-	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
 )
 
@@ -61,11 +60,11 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 	}
 	var stored map[string]any
 	if err := json.Unmarshal([]byte(st.StoredSpec), &stored); err != nil {
-		return UpdateDecision{}, Internal(err, "reading the stored spec")
+		return UpdateDecision{}, internal(err, "reading the stored spec")
 	}
 	old, err := ParseStoredSpec([]byte(st.StoredSpec), sc)
 	if err != nil {
-		return UpdateDecision{}, Internal(err, "reading the stored spec")
+		return UpdateDecision{}, internal(err, "reading the stored spec")
 	}
 	merged := mergePatch(stored, patch)
 	// An immutable change is named as such before the merged spec is validated (which would complain about its
@@ -75,7 +74,7 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 	}
 	data, err := json.Marshal(map[string]any{"spec": merged})
 	if err != nil {
-		return UpdateDecision{}, Internal(err, "applying the patch")
+		return UpdateDecision{}, internal(err, "applying the patch")
 	}
 	next, err := ParseSpec(data, sc)
 	if err != nil {
@@ -377,8 +376,8 @@ func upgradeTarget(requested string, st UpdateState) (to, image string, err erro
 }
 
 // Platform deadlines of an operation (docs/day2.md §3.3).
-func OperationTimeout(p render.Platform, kubevirt, baremetal time.Duration) time.Duration {
-	if p == render.BareMetal {
+func OperationTimeout(p Platform, kubevirt, baremetal time.Duration) time.Duration {
+	if p == BareMetal {
 		return baremetal
 	}
 	return kubevirt

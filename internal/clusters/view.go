@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/operation"
-	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
 
@@ -26,14 +23,14 @@ type Cluster struct {
 	StatusMessage string
 	// Why tells the causes of one status apart, for the vocabulary that reports them differently.
 	Why              status.Why
-	Platform         render.Platform
+	Platform         Platform
 	Version          string // requested
 	OpenShiftVersion string // resolved
 	APIEndpoint      string
 	ConsoleURL       string
 	// Kubeconfig names the admin kubeconfig Secret when the cluster is READY and the Secret exists (zero otherwise);
 	// its content is read only for callers allowed to see it.
-	Kubeconfig   hub.SecretRef
+	Kubeconfig   SecretRef
 	ControlPlane NodeCount
 	Workers      NodeCount
 	Namespace    string
@@ -42,35 +39,14 @@ type Cluster struct {
 	// RecheckAt is when the status may change with no object changing (a grace period or timeout expiring); zero
 	// when none is pending. A cached resource is rebuilt then.
 	RecheckAt time.Time
-	// Encoded caches the wire encoding of the resource without a kubeconfig (as LIST shows it), filled in by the API
-	// layer; nil for a resource that is not cached. It is shared by the copies of one cached build and dropped with
-	// it when the cluster changes.
-	Encoded *Encoding
+	// Build numbers this build of the resource from the caches (> 0, numbered by whoever caches builds): the copies
+	// of one build are equal, so a layer may keep what it derives from a resource (its encoding) by ID and Build.
+	// Zero for a resource that may not be taken from such a keep (built on demand, or a status of the moment).
+	Build uint64
 	// Operation is the latest day-2 operation (nil when none ever ran); its message is the live progress.
 	Operation *operation.Record
 	// ETag versions the spec and the operation (AEP-154): it changes when an update is accepted.
 	ETag string
-}
-
-// Encoding holds an encoded form of a cached resource; safe for concurrent use, nil-safe.
-type Encoding struct{ p atomic.Pointer[[]byte] }
-
-// Get returns the encoding (nil when not set yet).
-func (e *Encoding) Get() []byte {
-	if e == nil {
-		return nil
-	}
-	if b := e.p.Load(); b != nil {
-		return *b
-	}
-	return nil
-}
-
-// Set records the encoding.
-func (e *Encoding) Set(b []byte) {
-	if e != nil {
-		e.p.Store(&b)
-	}
 }
 
 // ETag is the entity tag of a cluster's spec and latest operation.
@@ -111,7 +87,7 @@ type storedSpec struct {
 
 // BuildCluster assembles the resource of one cluster from its cached objects, with the one status function
 // (docs/status-mapping.md decides which fields each status exposes). It is pure.
-func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
+func BuildCluster(v View, now time.Time, s ViewSettings) Cluster {
 	hc := v.HostedCluster
 	r := status.Map(hc, v.NodePools, now, s.Status)
 	specJSON := hc.Annotations[meta.AnnotationSpec]
@@ -127,7 +103,7 @@ func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 		Status:           r.Status,
 		StatusMessage:    r.Message,
 		Why:              r.Why,
-		Platform:         render.PlatformOf(hc.Spec.Platform.Type),
+		Platform:         PlatformOf(hc.Spec.Platform.Type),
 		Version:          spec.Version,
 		OpenShiftVersion: hc.Annotations[meta.AnnotationOpenShiftVersion],
 		Namespace:        hc.Namespace,
@@ -171,11 +147,11 @@ func BuildCluster(v hub.View, now time.Time, s ViewSettings) Cluster {
 }
 
 // Endpoints are a cluster's API endpoint and console URL as far as its objects tell them.
-func Endpoints(v hub.View) (api, console string) { return apiEndpoint(v.HostedCluster), consoleURL(v) }
+func Endpoints(v View) (api, console string) { return apiEndpoint(v.HostedCluster), consoleURL(v) }
 
 // Output is what a cluster produced, for the status events' output_spec: its endpoints once the installation
 // completed (they work from then on), until its deletion starts.
-func Output(v hub.View) status.Output {
+func Output(v View) status.Output {
 	hc := v.HostedCluster
 	if hc == nil || hc.DeletionTimestamp != nil || status.CompletedVersion(hc) == "" {
 		return status.Output{}
@@ -197,7 +173,7 @@ func apiEndpoint(hc *hyperv1.HostedCluster) string {
 
 // consoleURL prefers ACM's claim on the ManagedCluster, then derives the URL from the cluster's ingress domain
 // (docs/hypershift-objects.md). Under base-domain passthrough it is derived only once the operator has filled in the domain.
-func consoleURL(v hub.View) string {
+func consoleURL(v View) string {
 	if mc := v.ManagedCluster; mc != nil {
 		for _, c := range mc.Status.ClusterClaims {
 			if c.Name == "consoleurl.cluster.open-cluster-management.io" && c.Value != "" {

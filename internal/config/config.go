@@ -5,7 +5,6 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +21,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 )
 
 // Config is the whole configuration. Tags: `key` is the YAML key (env and flag names derive from it), `default`
@@ -152,12 +153,6 @@ func (c *Config) validateDCM(bad func(key, format string, args ...any) error) er
 	}
 	return nil
 }
-
-// Platforms.
-const (
-	PlatformKubeVirt  = "kubevirt"
-	PlatformBareMetal = "baremetal"
-)
 
 // field describes one configuration key.
 type field struct {
@@ -373,11 +368,11 @@ func (c *Config) Validate() error {
 		return bad("enabledPlatforms", "at least one of kubevirt, baremetal")
 	}
 	for _, p := range c.EnabledPlatforms {
-		if p != PlatformKubeVirt && p != PlatformBareMetal {
+		if !clusters.Platform(p).Known() {
 			return bad("enabledPlatforms", "%q is not a platform (kubevirt, baremetal)", p)
 		}
 	}
-	if c.DefaultPlatform != PlatformKubeVirt && c.DefaultPlatform != PlatformBareMetal {
+	if !clusters.Platform(c.DefaultPlatform).Known() {
 		return bad("defaultPlatform", "%q is not a platform (kubevirt, baremetal)", c.DefaultPlatform)
 	}
 	if c.KubevirtInfraCluster != "" && c.KubevirtInfraNamespace == "" {
@@ -482,25 +477,10 @@ func (c *Config) ValidateServe() error {
 	return nil
 }
 
-// CheckPullSecret verifies a dockerconfigjson: JSON with a non-empty "auths" object. The error never quotes the
-// content.
-func CheckPullSecret(data []byte) error {
-	var v struct {
-		Auths map[string]json.RawMessage `json:"auths"`
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		return errors.New("pull secret is not JSON")
-	}
-	if len(v.Auths) == 0 {
-		return errors.New("pull secret has no \"auths\" entries")
-	}
-	return nil
-}
-
 // PlatformEnabled reports whether p is in enabledPlatforms.
-func (c *Config) PlatformEnabled(p string) bool {
+func (c *Config) PlatformEnabled(p clusters.Platform) bool {
 	for _, e := range c.EnabledPlatforms {
-		if e == p {
+		if e == string(p) {
 			return true
 		}
 	}

@@ -2,7 +2,7 @@
 // the Go module proxy by hack/tools.sh, started through controller-runtime's envtest) on loopback,
 // kube-controller-manager's garbage collector and namespace controller, the real
 // HyperShift/Hive/ACM/Agent/KubeVirt CRDs and those of what deploy/ ships (PrometheusRule, ServiceMonitor,
-// cert-manager Certificate) (embedded from crds/, installed by server-side apply), realistic seed
+// PodMonitor, cert-manager Certificate and Issuer) (embedded from crds/, installed by server-side apply), realistic seed
 // content (ClusterImageSets, the HyperShift operator's ConfigMap and Deployment, an InfraEnv and Agents), and an
 // embedded NATS server with JetStream.
 //

@@ -110,7 +110,7 @@ func TestCRDsServerSideApplied(t *testing.T) {
 		t.Fatalf("re-applying the CRDs: %v", err)
 	}
 	names := CRDNames()
-	if len(names) != 12 {
+	if len(names) != 14 {
 		t.Fatalf("embedded CRDs: %v", names)
 	}
 	for _, n := range names {

@@ -415,7 +415,9 @@ func TestResyncDoesNotDelayAChange(t *testing.T) {
 		t.Fatal("a status waiting only to be re-published no longer counts as delivered")
 	}
 	republished, changeAt := 0, -1
-	deadline := time.Now().Add(30 * time.Second)
+	// Reading 2,000 events (the replayed round, then the resync) takes a second on a quiet machine; under -race on
+	// a loaded CI machine 30 s were not enough to read past the replay.
+	deadline := time.Now().Add(2 * time.Minute)
 	for (changeAt < 0 || republished < n-1) && time.Now().Before(deadline) {
 		ev, ok, err := r.Next(200 * time.Millisecond)
 		if err != nil {

@@ -42,6 +42,10 @@ type sp struct {
 // requestTimeout bounds the test SP's API requests.
 const requestTimeout = 2 * time.Second
 
+// checkTimeout is each health check's timeout here: longer than the answer bound health() enforces, so a handler
+// that waited on a check against the hanging hub could not pass.
+const checkTimeout = 5 * time.Second
+
 // startSP runs an SP whose hub connection goes through a pausable loopback proxy.
 func startSP(t *testing.T, px *proxy) *sp {
 	t.Helper()
@@ -60,7 +64,7 @@ func startSP(t *testing.T, px *proxy) *sp {
 	cfg.RequestTimeout = requestTimeout
 	restCfg := rest.CopyConfig(hub.Config)
 	restCfg.Host = "https://" + px.addr
-	a, err := app.New(&cfg, app.Options{RestConfig: restCfg, HealthInterval: 200 * time.Millisecond})
+	a, err := app.New(&cfg, app.Options{RestConfig: restCfg, HealthInterval: 200 * time.Millisecond, HealthCheckTimeout: checkTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +80,9 @@ func startSP(t *testing.T, px *proxy) *sp {
 	return s
 }
 
-// health GETs a health path and checks it answers 200 within one second.
+// health GETs a health path and checks it answers 200 within 3 s, inside DCM's 5 s poll timeout. The document is
+// served from the checks' last results, so even a hung hub answers in milliseconds; the bound leaves room for a CI
+// machine under -race and heavy load (1.6 s seen), while a handler that waited on a check (checkTimeout) fails.
 func (s *sp) health(t *testing.T, path string) (api.Health, time.Duration) {
 	t.Helper()
 	c := &http.Client{Timeout: 5 * time.Second}
@@ -90,8 +96,8 @@ func (s *sp) health(t *testing.T, path string) (api.Health, time.Duration) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s: %d", path, resp.StatusCode)
 	}
-	if took > time.Second {
-		t.Fatalf("%s took %v (must answer within 1s)", path, took)
+	if took > 3*time.Second {
+		t.Fatalf("%s took %v (must answer within 3s, from the last results)", path, took)
 	}
 	var h api.Health
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
@@ -194,7 +200,7 @@ func TestHealth(t *testing.T) {
 		}
 	})
 
-	t.Run("a hanging hub: answers within 1s, then unhealthy", func(t *testing.T) {
+	t.Run("a hanging hub: answers from the last results, then unhealthy", func(t *testing.T) {
 		px.pause()
 		h := waitHealth(t, s, 20*time.Second, func(h api.Health) bool { return check(h, "hub").Status == "unhealthy" })
 		if h.Status != "unhealthy" {
@@ -223,7 +229,7 @@ func TestHealth(t *testing.T) {
 		waitHealth(t, s, 30*time.Second, func(h api.Health) bool { return h.Status == "healthy" })
 	})
 
-	t.Run("the API server stopped: answers within 1s, unhealthy", func(t *testing.T) {
+	t.Run("the API server stopped: answers from the last results, unhealthy", func(t *testing.T) {
 		px.stop() // the SP's API server endpoint now refuses connections
 		h := waitHealth(t, s, 20*time.Second, func(h api.Health) bool { return check(h, "hub").Status == "unhealthy" })
 		if !strings.Contains(check(h, "hub").Message, "unreachable") && !strings.Contains(check(h, "hub").Message, "no answer") {

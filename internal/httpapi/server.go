@@ -51,6 +51,7 @@ type Server struct {
 	requestTimeout time.Duration
 	// problemURIs: problem documents carry RFC 9457 type URIs instead of codes.
 	problemURIs bool
+	encodings   *encodingCache
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -74,7 +75,7 @@ func NewServer(svc Clusters, health Health, guard Guard, o Options) *Server {
 		o.RequestTimeout = 20 * time.Second
 	}
 	return &Server{svc: svc, health: health, guard: guard, log: log, audits: log.With("log", "audit"), requestTimeout: o.RequestTimeout,
-		problemURIs: o.ProblemTypeURIs}
+		problemURIs: o.ProblemTypeURIs, encodings: newEncodingCache()}
 }
 
 // RequestTimeout is every API request's deadline.
@@ -153,7 +154,7 @@ func (s *Server) ListClusters(ctx context.Context, req apigen.ListClustersReques
 	items := make([][]byte, len(list))
 	n := 64
 	for i := range list {
-		item, err := listEncoding(&list[i])
+		item, err := s.listEncoding(&list[i])
 		if err != nil {
 			return nil, err
 		}
@@ -186,10 +187,10 @@ func (s *Server) ListClusters(ctx context.Context, req apigen.ListClustersReques
 	return rawJSON(buf.Bytes()), nil
 }
 
-// listEncoding is a cluster's JSON as LIST shows it (and as GET shows a cluster without kubeconfig): from its cached
-// encoding, made and cached on first use.
-func listEncoding(c *clusters.Cluster) ([]byte, error) {
-	if b := c.Encoded.Get(); b != nil {
+// listEncoding is a cluster's JSON as LIST shows it (and as GET shows a cluster without kubeconfig): the encoding
+// of its build, made and kept on first use.
+func (s *Server) listEncoding(c *clusters.Cluster) ([]byte, error) {
+	if b := s.encodings.get(c.ID, c.Build); b != nil {
 		return b, nil
 	}
 	out := toAPI(c)
@@ -202,7 +203,7 @@ func listEncoding(c *clusters.Cluster) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Encoded.Set(b)
+	s.encodings.put(c.ID, c.Build, b)
 	return b, nil
 }
 
@@ -229,7 +230,7 @@ func (s *Server) GetCluster(ctx context.Context, req apigen.GetClusterRequestObj
 		return nil, err
 	}
 	if !c.HasKubeconfig() {
-		b, err := listEncoding(c) // the same document: nothing to withhold or disclose
+		b, err := s.listEncoding(c) // the same document: nothing to withhold or disclose
 		if err != nil {
 			return nil, err
 		}

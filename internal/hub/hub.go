@@ -9,6 +9,9 @@
 //
 // Informers start as their APIs are discovered (a background discovery every DiscoveryInterval), so a hub
 // without the Agent CRDs still serves KubeVirt, and a CRD installed later is picked up without a restart.
+//
+// A failed or refused API-server call becomes a domain error here (Failure, Rejected), so that every layer above
+// maps it to one HTTP status.
 package hub
 
 import (
@@ -41,6 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/versions"
@@ -272,7 +276,7 @@ const kubeconfigCacheMax = 16384
 // Kubeconfig reads the admin kubeconfig of a Secret found in the cache (key "kubeconfig"), through a short cache
 // keyed by name and resourceVersion, so repeated GETs of a READY cluster cost one API read per 30 s. The Secret
 // read must still belong to the cluster the reference was made for (it may have been replaced since).
-func (h *Hub) Kubeconfig(ctx context.Context, ref SecretRef) ([]byte, error) {
+func (h *Hub) Kubeconfig(ctx context.Context, ref clusters.SecretRef) ([]byte, error) {
 	if data, ok := h.kubeconfigs.get(ref); ok {
 		return data, nil
 	}
@@ -284,7 +288,7 @@ func (h *Hub) Kubeconfig(ctx context.Context, ref SecretRef) ([]byte, error) {
 		return nil, fmt.Errorf("secret %s does not belong to HostedCluster %s", s.Name, ref.Cluster)
 	}
 	data := s.Data["kubeconfig"]
-	h.kubeconfigs.put(SecretRef{Name: s.Name, ResourceVersion: s.ResourceVersion}, data)
+	h.kubeconfigs.put(clusters.SecretRef{Name: s.Name, ResourceVersion: s.ResourceVersion}, data)
 	return data, nil
 }
 

@@ -8,70 +8,16 @@ import (
 	"github.com/google/btree"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 )
-
-// Key orders clusters for listing: creation time, then id. Stable under inserts and deletes, so it makes a
-// keyset page token.
-type Key struct {
-	Created time.Time
-	ID      string
-}
-
-// Less orders keys.
-func (k Key) Less(o Key) bool {
-	if !k.Created.Equal(o.Created) {
-		return k.Created.Before(o.Created)
-	}
-	return k.ID < o.ID
-}
-
-// View is everything the SP knows about one cluster, as read from the caches. The pointers are shared with the
-// caches and must not be modified.
-type View struct {
-	ID            string
-	HostedCluster *hyperv1.HostedCluster // nil: gone (NodePools may still be known)
-	NodePools     []*hyperv1.NodePool    // sorted by name
-	// Kubeconfig is the Secret named by status.kubeconfig, as metadata only ("" when absent): the operator creates
-	// it with the HostedCluster's labels in recent versions and without labels in older ones, so it is found by
-	// name. Its content is read on demand (Hub.Kubeconfig), only for callers allowed to see it.
-	Kubeconfig     SecretRef
-	ManagedCluster *clusterv1.ManagedCluster
-}
-
-// SecretRef names a Secret of the SP's namespace and the version seen in the cache; Cluster and ClusterUID name the
-// HostedCluster it was found to belong to (KubeconfigBelongs), checked again when its content is read.
-type SecretRef struct {
-	Name, ResourceVersion string
-	Cluster               string
-	ClusterUID            types.UID
-}
-
-// Gone reports whether the cluster no longer exists for DCM: the HostedCluster is absent, or it is being deleted
-// and only the SP's own status finalizer holds it (the operator has finished).
-func (v View) Gone() bool {
-	hc := v.HostedCluster
-	if hc == nil {
-		return true
-	}
-	if hc.DeletionTimestamp == nil {
-		return false
-	}
-	for _, f := range hc.Finalizers {
-		if f != meta.FinalizerStatus {
-			return false
-		}
-	}
-	return true
-}
 
 type entry struct {
 	hc  *hyperv1.HostedCluster
 	nps map[string]*hyperv1.NodePool
-	key Key
+	key clusters.Key
 }
 
 // Index is the SP's read model: the cached objects of every cluster, by instance id and in list order. It is fed
@@ -81,7 +27,7 @@ type Index struct {
 	mu        sync.RWMutex
 	byID      map[string]*entry
 	byName    map[string]string // HostedCluster name → id
-	order     *btree.BTreeG[Key]
+	order     *btree.BTreeG[clusters.Key]
 	secrets   map[string]*metav1.PartialObjectMetadata // every Secret of the namespace, metadata only, by name
 	mcs       map[string]*clusterv1.ManagedCluster
 	listeners []func(id string)
@@ -93,7 +39,7 @@ func NewIndex(provider string) *Index {
 		provider: provider,
 		byID:     map[string]*entry{},
 		byName:   map[string]string{},
-		order:    btree.NewG(32, func(a, b Key) bool { return a.Less(b) }),
+		order:    btree.NewG(32, func(a, b clusters.Key) bool { return a.Less(b) }),
 		secrets:  map[string]*metav1.PartialObjectMetadata{},
 		mcs:      map[string]*clusterv1.ManagedCluster{},
 	}
@@ -157,7 +103,7 @@ func (x *Index) PutHostedCluster(hc *hyperv1.HostedCluster) {
 		}
 	}
 	e.hc = hc
-	e.key = Key{Created: hc.CreationTimestamp.Time, ID: id}
+	e.key = clusters.Key{Created: hc.CreationTimestamp.Time, ID: id}
 	x.order.ReplaceOrInsert(e.key)
 	x.byName[hc.Name] = id
 	x.mu.Unlock()
@@ -262,12 +208,12 @@ func (x *Index) NotifyName(name string) {
 }
 
 // Get returns the view of one instance; ok is false when nothing at all is known about it.
-func (x *Index) Get(id string) (View, bool) {
+func (x *Index) Get(id string) (clusters.View, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	e := x.byID[id]
 	if e == nil {
-		return View{ID: id}, false
+		return clusters.View{ID: id}, false
 	}
 	return x.view(id, e), true
 }
@@ -280,8 +226,8 @@ func (x *Index) IDByName(name string) (string, bool) {
 	return id, ok
 }
 
-func (x *Index) view(id string, e *entry) View {
-	v := View{ID: id, HostedCluster: e.hc}
+func (x *Index) view(id string, e *entry) clusters.View {
+	v := clusters.View{ID: id, HostedCluster: e.hc}
 	if len(e.nps) > 0 {
 		v.NodePools = make([]*hyperv1.NodePool, 0, len(e.nps))
 		for _, np := range e.nps {
@@ -292,7 +238,7 @@ func (x *Index) view(id string, e *entry) View {
 	if e.hc != nil {
 		if ref := e.hc.Status.KubeConfig; ref != nil {
 			if s := x.secrets[ref.Name]; s != nil && KubeconfigBelongs(e.hc.Namespace, e.hc.Name, e.hc.UID, s) {
-				v.Kubeconfig = SecretRef{Name: s.Name, ResourceVersion: s.ResourceVersion, Cluster: e.hc.Name, ClusterUID: e.hc.UID}
+				v.Kubeconfig = clusters.SecretRef{Name: s.Name, ResourceVersion: s.ResourceVersion, Cluster: e.hc.Name, ClusterUID: e.hc.UID}
 			}
 		}
 		if mc := x.mcs[e.hc.Name]; mc != nil && meta.InstanceID(mc.Labels) == id {
@@ -304,10 +250,10 @@ func (x *Index) view(id string, e *entry) View {
 
 // Page returns up to limit views in list order, starting after the key (nil: from the beginning), and whether
 // more follow. Clusters that are gone for DCM are skipped.
-func (x *Index) Page(after *Key, limit int) (views []View, more bool) {
+func (x *Index) Page(after *clusters.Key, limit int) (views []clusters.View, more bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	visit := func(k Key) bool {
+	visit := func(k clusters.Key) bool {
 		if after != nil && !after.Less(k) {
 			return true
 		}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 )
 
@@ -24,7 +25,7 @@ func hc(id string, created time.Duration) *hyperv1.HostedCluster {
 	}}
 }
 
-func ids(views []View) string {
+func ids(views []clusters.View) string {
 	s := ""
 	for _, v := range views {
 		s += v.ID + " "
@@ -45,7 +46,7 @@ func TestPageOrderAndKeyset(t *testing.T) {
 	if ids(page) != "a b " || !more {
 		t.Fatalf("first page %q more=%v", ids(page), more)
 	}
-	after := Key{Created: page[1].HostedCluster.CreationTimestamp.Time, ID: page[1].ID}
+	after := clusters.Key{Created: page[1].HostedCluster.CreationTimestamp.Time, ID: page[1].ID}
 	// A cluster inserted before the cursor and one deleted after it change nothing for the remaining pages.
 	x.PutHostedCluster(hc("0", 0))
 	x.DeleteHostedCluster(hc("c", 2*time.Second))
@@ -76,7 +77,7 @@ func TestGoneClustersAreSkipped(t *testing.T) {
 	if page, _ := x.Page(nil, 10); len(page) != 0 {
 		t.Fatalf("a gone cluster is listed: %q", ids(page))
 	}
-	if (View{}).Gone() != true {
+	if (clusters.View{}).Gone() != true {
 		t.Fatal("no HostedCluster: gone")
 	}
 }
@@ -99,7 +100,7 @@ func TestViewAssembly(t *testing.T) {
 	x.PutSecret(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c-a-admin-kubeconfig", Namespace: "clusters", ResourceVersion: "7"}})
 	x.PutManagedCluster(&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "c-a", Labels: meta.Labels("sp", "a")}})
 	v, _ := x.Get("a")
-	if v.Kubeconfig != (SecretRef{Name: "c-a-admin-kubeconfig", ResourceVersion: "7", Cluster: "c-a", ClusterUID: "uid-a"}) || v.ManagedCluster == nil || len(v.NodePools) != 1 {
+	if v.Kubeconfig != (clusters.SecretRef{Name: "c-a-admin-kubeconfig", ResourceVersion: "7", Cluster: "c-a", ClusterUID: "uid-a"}) || v.ManagedCluster == nil || len(v.NodePools) != 1 {
 		t.Fatalf("view %+v", v)
 	}
 	// A ManagedCluster of the same name that belongs to another instance is not this cluster's.

@@ -3,6 +3,8 @@ package hub
 import (
 	"sync"
 	"time"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 )
 
 // secretCache keeps recently read Secret contents for a short time, keyed by name and resourceVersion (a changed
@@ -26,7 +28,7 @@ func newSecretCache(ttl time.Duration, max int) *secretCache {
 	return &secretCache{ttl: ttl, max: max, now: time.Now, entries: map[string]cachedSecret{}}
 }
 
-func (c *secretCache) get(ref SecretRef) ([]byte, bool) {
+func (c *secretCache) get(ref clusters.SecretRef) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[ref.Name]
@@ -36,7 +38,7 @@ func (c *secretCache) get(ref SecretRef) ([]byte, bool) {
 	return e.data, true
 }
 
-func (c *secretCache) put(ref SecretRef, data []byte) {
+func (c *secretCache) put(ref clusters.SecretRef, data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()

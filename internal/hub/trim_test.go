@@ -68,8 +68,8 @@ func TestTrimChangesNothingTheSPReads(t *testing.T) {
 		}
 		for _, age := range []time.Duration{0, time.Minute, 10 * time.Minute, time.Hour, 30 * 24 * time.Hour} {
 			now := s.hc.CreationTimestamp.Add(age)
-			full := clusters.BuildCluster(hub.View{ID: "x", HostedCluster: s.hc, NodePools: s.nps}, now, settings)
-			trim := clusters.BuildCluster(hub.View{ID: "x", HostedCluster: trimmed, NodePools: trimmedNPs}, now, settings)
+			full := clusters.BuildCluster(clusters.View{ID: "x", HostedCluster: s.hc, NodePools: s.nps}, now, settings)
+			trim := clusters.BuildCluster(clusters.View{ID: "x", HostedCluster: trimmed, NodePools: trimmedNPs}, now, settings)
 			if !reflect.DeepEqual(full, trim) {
 				t.Errorf("%s at +%s: the trimmed objects read\n%+v\nthe full ones\n%+v", s.name, age, trim, full)
 			}
@@ -93,7 +93,7 @@ func rendered(t *testing.T) (*hyperv1.HostedCluster, *hyperv1.NodePool) {
 		t.Fatal(err)
 	}
 	objs := render.Render(render.Input{ID: "x", Provider: "p", Name: "trim", Namespace: "clusters", InfraID: "trim-abcde",
-		Platform: render.KubeVirt, SpecJSON: spec.JSON, ReleaseImage: "quay.io/openshift-release-dev/ocp-release:4.17.29-multi",
+		Platform: clusters.KubeVirt, SpecJSON: spec.JSON, ReleaseImage: "quay.io/openshift-release-dev/ocp-release:4.17.29-multi",
 		OpenShiftVersion: "4.17.29", ControllerAvailabilityPolicy: hyperv1.HighlyAvailable, WorkerCount: 2,
 		WorkerMemory: spec.Workers.Memory, WorkerStorage: spec.Workers.Storage, WorkerCores: ptr.To(uint32(4)),
 		PullSecret: []byte(`{}`), EtcdEncryptionKey: make([]byte, 32), Finalizers: []string{meta.FinalizerStatus}})

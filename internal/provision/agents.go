@@ -43,7 +43,7 @@ func (s *Service) checkAgentSupply(ctx context.Context, id string, spec *cluster
 	}
 	agents, err := s.hub.Agents(ctx)
 	if err != nil {
-		return clusters.Internal(err, "reading Agents")
+		return hub.Failure(err, "reading Agents")
 	}
 	req := requirements(id, spec)
 	if len(inventory.Eligible(agents, req)) < need {
@@ -59,7 +59,7 @@ func (s *Service) checkAgentSupply(ctx context.Context, id string, spec *cluster
 func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Spec, need int, ch *changes) error {
 	agents, err := s.hub.Agents(ctx)
 	if err != nil {
-		return clusters.Internal(err, "reading Agents")
+		return hub.Failure(err, "reading Agents")
 	}
 	have := 0
 	for _, a := range agents {
@@ -73,7 +73,7 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 	// The cache may not show this instance's latest claims yet (a previous reconcile's, moments ago): count them
 	// on the API server before claiming more.
 	if have, err = s.reservedOnHub(ctx, id); err != nil {
-		return clusters.Internal(err, "reading Agents")
+		return hub.Failure(err, "reading Agents")
 	}
 	if have >= need {
 		return nil
@@ -88,7 +88,7 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 		}
 		ok, err := s.claimAgent(ctx, a.Name, id, req)
 		if err != nil {
-			return clusters.Internal(err, "reserving Agent %s", a.Name)
+			return hub.Failure(err, "reserving Agent %s", a.Name)
 		}
 		if ok {
 			have++

@@ -140,7 +140,7 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 	if err := parallel(steps...); err != nil {
 		return err
 	}
-	if spec.Platform == render.BareMetal {
+	if spec.Platform == clusters.BareMetal {
 		if err := s.ensureAgents(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
 			return err
 		}
@@ -149,7 +149,7 @@ func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster,
 }
 
 // nodePoolOf is the cluster's NodePool in the cache (the SP creates one per cluster), deleting or not.
-func nodePoolOf(v hub.View) *hyperv1.NodePool {
+func nodePoolOf(v clusters.View) *hyperv1.NodePool {
 	if len(v.NodePools) == 0 {
 		return nil
 	}
@@ -168,16 +168,16 @@ func (s *Service) createChild(ctx context.Context, hc *hyperv1.HostedCluster, o 
 	case apierrors.IsAlreadyExists(err):
 		existing := o.DeepCopyObject().(client.Object)
 		if gerr := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(o), existing); gerr != nil {
-			return clusters.Internal(gerr, "reading %s %s", kindOf(o), o.GetName())
+			return hub.Failure(gerr, "reading %s %s", kindOf(o), o.GetName())
 		}
 		if other := meta.InstanceID(existing.GetLabels()); other != meta.InstanceID(hc.Labels) {
 			return nameTaken(hc.Name, other, kindOf(o))
 		}
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
-		return clusters.HubRejected(err, kindOf(o), o.GetName())
+		return hub.Rejected(err, kindOf(o), o.GetName())
 	}
-	return clusters.Internal(err, "creating %s %s", kindOf(o), o.GetName())
+	return hub.Failure(err, "creating %s %s", kindOf(o), o.GetName())
 }
 
 // createManagedCluster creates the cluster-scoped ManagedCluster (not ownable by a namespaced HostedCluster).
@@ -197,9 +197,9 @@ func (s *Service) createManagedCluster(ctx context.Context, id string, objs rend
 		}
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
-		return clusters.HubRejected(err, "ManagedCluster", mc.Name)
+		return hub.Rejected(err, "ManagedCluster", mc.Name)
 	}
-	return clusters.Internal(err, "creating ManagedCluster %s", mc.Name)
+	return hub.Failure(err, "creating ManagedCluster %s", mc.Name)
 }
 
 // ensureKlusterletAddonConfig creates the cluster's KAC once ACM's namespace for it exists (when ACM objects are

@@ -2,7 +2,6 @@ package provision
 
 import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
 
@@ -14,21 +13,22 @@ func (s *Service) observed() status.Observation {
 	return s.cfg.Observed()
 }
 
-// present puts a resource's status into the configured vocabulary, as the API answers it. The resource's encoding
-// cached with its build stays valid (the vocabulary is fixed) unless the hub is not observed: that status is the
-// moment's, so it is encoded afresh — and, UNAVAILABLE, it carries no kubeconfig (which could not be read anyway).
+// present puts a resource's status into the configured vocabulary, as the API answers it. What the API derives from
+// a cached build stays valid (the vocabulary is fixed) unless the hub is not observed: that status is the moment's,
+// so the resource loses its build number (it is encoded afresh) — and, UNAVAILABLE, it carries no kubeconfig (which
+// could not be read anyway).
 func (s *Service) present(c *clusters.Cluster) {
 	o := s.observed()
 	st, msg := s.cfg.Vocabulary.Present(status.Result{Status: c.Status, Message: c.StatusMessage, Why: c.Why}, o)
 	if o.Lost && st == status.Unavailable {
-		c.Encoded, c.Kubeconfig = nil, hub.SecretRef{}
+		c.Build, c.Kubeconfig = 0, clusters.SecretRef{}
 	}
 	c.Status, c.StatusMessage = st, msg
 }
 
 // Report is a cluster's status as the status events carry it: Map's decision in the configured vocabulary — the
 // same words GET and LIST answer — and what the cluster produced.
-func (s *Service) Report(v hub.View, r status.Result) status.Report {
+func (s *Service) Report(v clusters.View, r status.Result) status.Report {
 	st, msg := s.cfg.Vocabulary.Present(r, s.observed())
 	return status.Report{Status: st, Message: msg, Output: clusters.Output(v)}
 }

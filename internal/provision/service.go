@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -82,6 +83,7 @@ type Service struct {
 	kacDone  map[string]bool      // instances whose KlusterletAddonConfig exists (forgotten when the cluster is gone)
 	lockDone map[string]types.UID // instances whose lock is owned by their HostedCluster (of this UID)
 	views    *viewCache           // every cluster's resource as last built (GET, LIST)
+	builds   atomic.Uint64        // numbers the builds views keeps (clusters.Cluster.Build)
 	hosting  struct {             // the hosting cluster's name and when it was read (hostingClusterName)
 		name string
 		at   time.Time
@@ -161,9 +163,9 @@ func (s *Service) Get(_ context.Context, id string) (*clusters.Cluster, error) {
 }
 
 // build assembles a cluster's resource from a view read after s.views.sequence() returned since, and caches it.
-func (s *Service) build(v hub.View, now time.Time, since uint64) clusters.Cluster {
+func (s *Service) build(v clusters.View, now time.Time, since uint64) clusters.Cluster {
 	c := clusters.BuildCluster(v, now, s.viewSettings())
-	c.Encoded = &clusters.Encoding{}
+	c.Build = s.builds.Add(1)
 	s.views.put(v.ID, since, c, now)
 	return c
 }
@@ -175,7 +177,7 @@ func (s *Service) Kubeconfig(ctx context.Context, c *clusters.Cluster) ([]byte, 
 	}
 	data, err := s.hub.Kubeconfig(ctx, c.Kubeconfig)
 	if err != nil {
-		return nil, clusters.Internal(err, "reading the admin kubeconfig of cluster %s", c.ID)
+		return nil, hub.Failure(err, "reading the admin kubeconfig of cluster %s", c.ID)
 	}
 	return data, nil
 }
@@ -186,7 +188,7 @@ func (s *Service) List(_ context.Context, pageSize *int, pageToken string) ([]cl
 	if err != nil {
 		return nil, "", err
 	}
-	var after *hub.Key
+	var after *clusters.Key
 	if pageToken != "" {
 		k, err := clusters.DecodePageToken(pageToken)
 		if err != nil {
@@ -212,7 +214,7 @@ func (s *Service) List(_ context.Context, pageSize *int, pageToken string) ([]cl
 	next := ""
 	if more && len(views) > 0 {
 		last := views[len(views)-1]
-		next = clusters.EncodePageToken(hub.Key{Created: last.HostedCluster.CreationTimestamp.Time, ID: last.ID})
+		next = clusters.EncodePageToken(clusters.Key{Created: last.HostedCluster.CreationTimestamp.Time, ID: last.ID})
 	}
 	return out, next, nil
 }
@@ -241,7 +243,7 @@ func (s *Service) create(ctx context.Context, id, key string, spec *clusters.Spe
 	if err != nil {
 		return nil, false, err
 	}
-	if spec.Platform == render.BareMetal {
+	if spec.Platform == clusters.BareMetal {
 		// An autoscaled pool may grow to its maximum: that many Agents are needed.
 		if err := s.checkAgentSupply(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount))); err != nil {
 			return nil, false, err
@@ -303,7 +305,7 @@ func (s *Service) existing(id string, spec *clusters.Spec) (*clusters.Cluster, b
 
 // replay decides a create of an id whose HostedCluster exists: 200 with the cluster for the same spec, 409 for a
 // different spec or a cluster being deleted.
-func (s *Service) replay(v hub.View, spec *clusters.Spec) (*clusters.Cluster, error) {
+func (s *Service) replay(v clusters.View, spec *clusters.Spec) (*clusters.Cluster, error) {
 	if v.HostedCluster.DeletionTimestamp != nil {
 		return nil, clusters.Conflict("instance %s is being deleted", v.ID)
 	}
@@ -333,9 +335,9 @@ func (s *Service) hostedClusterCollision(ctx context.Context, id string, spec *c
 		c, err := s.replay(s.liveView(ctx, id, &got), spec)
 		return c, false, err
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
-		return nil, false, clusters.HubRejected(err, "HostedCluster", hc.Name)
+		return nil, false, hub.Rejected(err, "HostedCluster", hc.Name)
 	}
-	return nil, false, clusters.Internal(err, "creating HostedCluster %s", hc.Name)
+	return nil, false, hub.Failure(err, "creating HostedCluster %s", hc.Name)
 }
 
 func nameTaken(name, other, kind string) error {
@@ -365,7 +367,7 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 				return false, nil
 			}
-			return false, clusters.Internal(err, "checking whether name %q is free", name)
+			return false, hub.Failure(err, "checking whether name %q is free", name)
 		}
 		if other := meta.InstanceID(obj.GetLabels()); other != id || !meta.Ours(s.cfg.Provider, obj.GetLabels()) {
 			if obj.GetDeletionTimestamp() != nil {
@@ -409,7 +411,7 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 func (s *Service) liveHostedCluster(ctx context.Context, id string) (*hyperv1.HostedCluster, error) {
 	var list hyperv1.HostedClusterList
 	if err := s.hub.Client.List(ctx, &list, client.InNamespace(s.hub.Namespace()), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
-		return nil, clusters.Internal(err, "looking up cluster %s", id)
+		return nil, hub.Failure(err, "looking up cluster %s", id)
 	}
 	for i := range list.Items {
 		if meta.Ours(s.cfg.Provider, list.Items[i].Labels) {
@@ -423,19 +425,19 @@ func (s *Service) liveHostedCluster(ctx context.Context, id string) (*hyperv1.Ho
 // for a replica whose cache has not seen it yet.
 // LiveView reads an instance's HostedCluster (by hc's name) and its NodePool from the API server; the view's
 // HostedCluster is nil when it is gone.
-func (s *Service) LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (hub.View, error) {
+func (s *Service) LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (clusters.View, error) {
 	var live hyperv1.HostedCluster
 	if err := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(hc), &live); err != nil {
 		if apierrors.IsNotFound(err) {
-			return hub.View{ID: id}, nil
+			return clusters.View{ID: id}, nil
 		}
-		return hub.View{}, err
+		return clusters.View{}, err
 	}
 	return s.liveView(ctx, id, &live), nil
 }
 
-func (s *Service) liveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) hub.View {
-	v := hub.View{ID: id, HostedCluster: hc}
+func (s *Service) liveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) clusters.View {
+	v := clusters.View{ID: id, HostedCluster: hc}
 	var np hyperv1.NodePool
 	if err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Name}, &np); err == nil && meta.InstanceID(np.Labels) == id {
 		v.NodePools = []*hyperv1.NodePool{&np}
@@ -448,7 +450,7 @@ func (s *Service) liveView(ctx context.Context, id string, hc *hyperv1.HostedClu
 func (s *Service) catalog(ctx context.Context) (versions.Catalog, error) {
 	sets, err := s.hub.ImageSets(ctx)
 	if err != nil {
-		return versions.Catalog{}, clusters.Internal(err, "reading ClusterImageSets")
+		return versions.Catalog{}, hub.Failure(err, "reading ClusterImageSets")
 	}
 	supported, ok := s.hub.SupportedVersions(ctx)
 	if !ok {
@@ -514,9 +516,9 @@ func (s *Service) input(id string, spec *clusters.Spec, releaseImage, openshiftV
 		in.Autoscaling = &hyperv1.NodePoolAutoScaling{Min: a.Min, Max: a.Max}
 	}
 	switch spec.Platform {
-	case render.KubeVirt:
+	case clusters.KubeVirt:
 		in.KubeVirtInfraKubeconfig, in.KubeVirtInfraNamespace = s.cfg.KubeVirtInfraKubeconfig, s.cfg.KubeVirtInfraNamespace
-	case render.BareMetal:
+	case clusters.BareMetal:
 		// Hardware sizes are Agent minimums, not VM sizes.
 		in.WorkerMemory, in.WorkerStorage, in.WorkerCores = nil, nil, nil
 	}
@@ -530,7 +532,7 @@ func (s *Service) pullSecret(ctx context.Context, spec *clusters.Spec) ([]byte, 
 	}
 	data, err := s.cfg.PullSecret(ctx)
 	if err != nil {
-		return nil, clusters.Internal(err, "reading the configured pull secret")
+		return nil, hub.Failure(err, "reading the configured pull secret")
 	}
 	return data, nil
 }
@@ -538,7 +540,7 @@ func (s *Service) pullSecret(ctx context.Context, spec *clusters.Spec) ([]byte, 
 func newEtcdKey() ([]byte, error) {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
-		return nil, clusters.Internal(err, "generating the etcd encryption key")
+		return nil, hub.Failure(err, "generating the etcd encryption key")
 	}
 	return key, nil
 }
@@ -579,7 +581,7 @@ func (s *Service) hostingClusterName(ctx context.Context) string {
 func transient(err error) bool {
 	var de *clusters.Error
 	if !errors.As(err, &de) {
-		de = clusters.Internal(err, "")
+		de = hub.Failure(err, "")
 	}
 	return de.Kind == clusters.KindUnavailable || de.Kind == clusters.KindTimeout
 }
@@ -684,7 +686,7 @@ func (s *Service) RemoveStatusFinalizer(ctx context.Context, hc *hyperv1.HostedC
 // awaitCached waits (bounded) until the new HostedCluster is in the cache, so that a GET right after the create
 // finds it, and returns the resource built from the cache.
 func (s *Service) awaitCached(ctx context.Context, id string) *clusters.Cluster {
-	var v hub.View
+	var v clusters.View
 	if s.waitCache(ctx, func() bool {
 		var ok bool
 		v, ok = s.hub.Index().Get(id)
@@ -764,7 +766,7 @@ func (s *Service) Delete(ctx context.Context, id, key string) error {
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
-		return clusters.Internal(err, "annotating HostedCluster %s for clean-up", hc.Name)
+		return hub.Failure(err, "annotating HostedCluster %s for clean-up", hc.Name)
 	}
 	target := &hyperv1.HostedCluster{}
 	target.Namespace, target.Name = hc.Namespace, hc.Name
@@ -772,11 +774,11 @@ func (s *Service) Delete(ctx context.Context, id, key string) error {
 		if apierrors.IsNotFound(err) {
 			return clusters.NotFound("cluster %s not found", id)
 		}
-		return clusters.Internal(err, "annotating HostedCluster %s for clean-up", hc.Name)
+		return hub.Failure(err, "annotating HostedCluster %s for clean-up", hc.Name)
 	}
 	uid := hc.UID
 	if err := s.hub.Client.Delete(ctx, target, client.PropagationPolicy("Background"), client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-		return clusters.Internal(err, "deleting HostedCluster %s", hc.Name)
+		return hub.Failure(err, "deleting HostedCluster %s", hc.Name)
 	}
 	s.log.Info("cluster deletion started", "id", id, "name", hc.Name)
 	// Read-your-writes: wait (bounded) until the cache shows the deletion, so a GET right after says DELETING.
@@ -797,19 +799,19 @@ func (s *Service) DeleteACMObjects(ctx context.Context, id, name string) error {
 	kac.SetGroupVersionKind(hub.KlusterletAddonConfigGVK)
 	if err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: name, Name: name}, kac); err == nil && meta.InstanceID(kac.GetLabels()) == id {
 		if err := s.hub.Client.Delete(ctx, kac); err != nil && !apierrors.IsNotFound(err) {
-			return clusters.Internal(err, "deleting KlusterletAddonConfig %s", name)
+			return hub.Failure(err, "deleting KlusterletAddonConfig %s", name)
 		}
 	} else if err != nil && !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err) {
-		return clusters.Internal(err, "reading KlusterletAddonConfig %s", name)
+		return hub.Failure(err, "reading KlusterletAddonConfig %s", name)
 	}
 	var mc clusterv1.ManagedCluster
 	if err := s.hub.Client.Get(ctx, client.ObjectKey{Name: name}, &mc); err == nil && meta.InstanceID(mc.Labels) == id {
 		uid := mc.UID
 		if err := s.hub.Client.Delete(ctx, &mc, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return clusters.Internal(err, "deleting ManagedCluster %s", name)
+			return hub.Failure(err, "deleting ManagedCluster %s", name)
 		}
 	} else if err != nil && !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err) {
-		return clusters.Internal(err, "reading ManagedCluster %s", name)
+		return hub.Failure(err, "reading ManagedCluster %s", name)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/render"
 )
@@ -41,7 +42,7 @@ func (s *Service) tombstone(ctx context.Context, id string) (*corev1.ConfigMap, 
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, clusters.Internal(err, "reading the deletion record of instance %s", id)
+		return nil, hub.Failure(err, "reading the deletion record of instance %s", id)
 	case expired(cm.Annotations, s.now()):
 		return nil, nil
 	}
@@ -136,7 +137,7 @@ func recordErr(err error, id string) error {
 	if err == nil {
 		return nil
 	}
-	return clusters.Internal(err, "recording the deletion of instance %s", id)
+	return hub.Failure(err, "recording the deletion of instance %s", id)
 }
 
 // sweepTombstones removes this provider's expired deletion records.

@@ -77,7 +77,7 @@ func (s *Service) update(ctx context.Context, id string, body []byte, ifMatch st
 		}
 		fresh := &hyperv1.HostedCluster{}
 		if gerr := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(hc), fresh); gerr != nil {
-			return nil, clusters.Internal(gerr, "reading HostedCluster %s", hc.Name)
+			return nil, hub.Failure(gerr, "reading HostedCluster %s", hc.Name)
 		}
 		hc, v.HostedCluster = fresh, fresh
 	}
@@ -85,7 +85,7 @@ func (s *Service) update(ctx context.Context, id string, body []byte, ifMatch st
 		s.log.Info("operation accepted", "id", id, "name", hc.Name, "operation", d.Operation.Describe(), "from", d.Operation.From)
 	}
 	// Read-your-writes: the answer and a GET right after show the new spec.
-	var after hub.View
+	var after clusters.View
 	if s.waitCache(ctx, func() bool {
 		after, ok = s.hub.Index().Get(id)
 		return ok && after.HostedCluster != nil && after.HostedCluster.Annotations[meta.AnnotationSpec] == d.Spec.JSON
@@ -97,7 +97,7 @@ func (s *Service) update(ctx context.Context, id string, body []byte, ifMatch st
 }
 
 // decideUpdate gathers the state of one cluster and decides the patch (clusters.DecideUpdate).
-func (s *Service) decideUpdate(ctx context.Context, v hub.View, body []byte, ifMatch, opID, etag string) (clusters.UpdateDecision, error) {
+func (s *Service) decideUpdate(ctx context.Context, v clusters.View, body []byte, ifMatch, opID, etag string) (clusters.UpdateDecision, error) {
 	hc := v.HostedCluster
 	if !etagMatches(ifMatch, etag) {
 		return clusters.UpdateDecision{}, clusters.PreconditionFailed("If-Match %s does not match the cluster's ETag %s: it changed since it was read", ifMatch, etag)
@@ -106,7 +106,7 @@ func (s *Service) decideUpdate(ctx context.Context, v hub.View, body []byte, ifM
 	if err != nil {
 		return clusters.UpdateDecision{}, err
 	}
-	platform := render.PlatformOf(hc.Spec.Platform.Type)
+	platform := clusters.PlatformOf(hc.Spec.Platform.Type)
 	st := clusters.UpdateState{
 		StoredSpec: hc.Annotations[meta.AnnotationSpec], Deleting: hc.DeletionTimestamp != nil, EverCompleted: status.CompletedVersion(hc) != "",
 		Operation: operation.Decode(hc), CompletedVersion: status.CompletedVersion(hc), Upgradeable: upgradeableBlock(hc),
@@ -131,7 +131,7 @@ func (s *Service) decideUpdate(ctx context.Context, v hub.View, body []byte, ifM
 // record in one conditional update of the HostedCluster (nothing else changes before it).
 func (s *Service) recordUpdate(ctx context.Context, id string, hc *hyperv1.HostedCluster, d clusters.UpdateDecision) error {
 	ch := &changes{}
-	if render.PlatformOf(hc.Spec.Platform.Type) == render.BareMetal && d.Operation != nil {
+	if clusters.PlatformOf(hc.Spec.Platform.Type) == clusters.BareMetal && d.Operation != nil {
 		switch d.Operation.Kind {
 		case operation.Scale:
 			// Reserve the extra Agents first (an autoscaled pool's maximum): a shortfall is a 422 before anything is
@@ -177,14 +177,14 @@ func etagMatches(ifMatch, etag string) bool {
 func (s *Service) patchHostedClusterMeta(ctx context.Context, hc *hyperv1.HostedCluster, annotations map[string]any) error {
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": hc.ResourceVersion, "annotations": annotations}})
 	if err != nil {
-		return clusters.Internal(err, "encoding the operation record")
+		return hub.Failure(err, "encoding the operation record")
 	}
 	target := &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: hc.Name}}
 	if err := s.hub.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return clusters.NotFound("cluster %s not found", meta.InstanceID(hc.Labels))
 		}
-		return clusters.Internal(err, "recording the operation on HostedCluster %s", hc.Name)
+		return hub.Failure(err, "recording the operation on HostedCluster %s", hc.Name)
 	}
 	return nil
 }
@@ -194,7 +194,7 @@ func (s *Service) patchHostedClusterMeta(ctx context.Context, hc *hyperv1.Hosted
 func (s *Service) checkBoundAgents(ctx context.Context, id string, spec *clusters.Spec) error {
 	agents, err := s.hub.Agents(ctx)
 	if err != nil {
-		return clusters.Internal(err, "reading Agents")
+		return hub.Failure(err, "reading Agents")
 	}
 	req := requirements(id, spec)
 	var short []string
@@ -227,7 +227,7 @@ func (s *Service) operate(ctx context.Context, hc *hyperv1.HostedCluster, spec *
 	rec := operation.Decode(hc)
 	id := meta.InstanceID(hc.Labels)
 	if !rec.Open() {
-		if spec.Platform == render.BareMetal && rec != nil && rec.Kind == operation.Scale {
+		if spec.Platform == clusters.BareMetal && rec != nil && rec.Kind == operation.Scale {
 			return s.releaseSurplusAgents(ctx, id, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)))
 		}
 		return nil
@@ -349,7 +349,7 @@ func (s *Service) syncNodePool(ctx context.Context, rec *operation.Record, np, d
 			return nil // the NodePool changed meanwhile: its newer version reconciles again
 		}
 		if apierrors.IsInvalid(err) {
-			return clusters.HubRejected(err, "NodePool", np.Name)
+			return hub.Rejected(err, "NodePool", np.Name)
 		}
 		return fmt.Errorf("patching NodePool %s for %s: %w", np.Name, rec.Describe(), err)
 	}

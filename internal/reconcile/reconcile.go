@@ -21,13 +21,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/status"
 )
 
 // Index is the read model the reconciler works from (hub.Index).
 type Index interface {
-	Get(id string) (hub.View, bool)
+	Get(id string) (clusters.View, bool)
 	IDs() []string
 	Len() int
 	OnChange(func(id string))
@@ -38,7 +38,7 @@ type Provisioner interface {
 	// Converge drives a live cluster's children toward its stored spec.
 	Converge(ctx context.Context, hc *hyperv1.HostedCluster) error
 	// LiveView reads an instance's HostedCluster and NodePools from the API server (HostedCluster nil: gone).
-	LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (hub.View, error)
+	LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (clusters.View, error)
 	// DeleteACMObjects deletes the cluster's ManagedCluster and KlusterletAddonConfig (if they are the instance's).
 	DeleteACMObjects(ctx context.Context, id, name string) error
 	// ReleaseAgents removes the instance's Agent reservations.
@@ -54,7 +54,7 @@ type Provisioner interface {
 	StatusSettings() status.Settings
 	// Report puts a status decision into the reported vocabulary, with what the cluster produced (the same words
 	// GET and LIST answer).
-	Report(v hub.View, r status.Result) status.Report
+	Report(v clusters.View, r status.Result) status.Report
 }
 
 // Reporter receives every cluster's status as the Reconciler evaluates it (the CloudEvents publisher).
@@ -316,7 +316,7 @@ func (r *Reconciler) reconcile(ctx context.Context, id string) (time.Duration, e
 }
 
 // finishDeletion reports DELETED, removes what cannot be owned and finally lets the HostedCluster go.
-func (r *Reconciler) finishDeletion(ctx context.Context, id string, v hub.View) (time.Duration, error) {
+func (r *Reconciler) finishDeletion(ctx context.Context, id string, v clusters.View) (time.Duration, error) {
 	if r.reporter != nil {
 		r.reporter.Report(id, status.Report{Status: status.Deleted, Message: "Cluster deleted"}) // DELETED in every vocabulary
 	}

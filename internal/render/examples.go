@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 )
 
@@ -25,10 +26,10 @@ func Examples() map[string]Input {
 		Finalizers: []string{meta.FinalizerStatus},
 	}
 	minimal := base
-	minimal.Platform = KubeVirt
+	minimal.Platform = clusters.KubeVirt
 
 	full := base
-	full.Platform = KubeVirt
+	full.Platform = clusters.KubeVirt
 	full.ControllerAvailabilityPolicy = hyperv1.HighlyAvailable
 	full.ControlPlaneCPU = ptr.To[int64](4)
 	full.ControlPlaneMemory = ptr.To(resource.MustParse("16Gi"))
@@ -42,14 +43,14 @@ func Examples() map[string]Input {
 	full.KubeVirtInfraNamespace = "guest-vms"
 
 	single := base
-	single.Platform = KubeVirt
+	single.Platform = clusters.KubeVirt
 	single.ControllerAvailabilityPolicy = hyperv1.SingleReplica
 	single.WorkerCount = 1
 	single.ManagedCluster, single.KlusterletAddonConfig = false, false
 
 	bm := base
 	bm.ID, bm.Name, bm.InfraID = "inst-0002", "prod-cluster-01", "prod-cluster-01-a1b2c"
-	bm.Platform = BareMetal
+	bm.Platform = clusters.BareMetal
 	bm.WorkerCount = 3
 	bm.BaseDomain = "example.com"
 	bm.AgentNamespace = "hardware-inventory"

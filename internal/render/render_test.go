@@ -6,6 +6,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/golden"
 	"github.com/dcm-sp/acm-cluster-sp/internal/meta"
 )
@@ -63,7 +64,7 @@ func TestRenderInvariants(t *testing.T) {
 		if o.NodePool.Spec.Replicas == nil || *o.NodePool.Spec.Replicas != in.WorkerCount {
 			t.Errorf("%s: replicas %v", name, o.NodePool.Spec.Replicas)
 		}
-		if in.Platform == KubeVirt {
+		if in.Platform == clusters.KubeVirt {
 			kv := o.NodePool.Spec.Platform.Kubevirt
 			if kv == nil || kv.RootVolume == nil || kv.RootVolume.Persistent == nil || kv.RootVolume.Persistent.Size == nil {
 				t.Errorf("%s: KubeVirt NodePool without a full platform block", name)

@@ -168,7 +168,8 @@ func newCRDsCommand() *cobra.Command {
 		Short: "Server-side apply the private CRDs, wait until they are Established and probe the conversion webhook",
 		Long: "Server-side applies the private CRDs (field manager capi-private), waits until they are Established, then " +
 			"creates a v1beta1 Machine with dryRun=All to prove the conversion webhook works. Only CRDs named " +
-			"*" + crds.PrivateSuffix + " are written; CRDs are never deleted.",
+			"*" + crds.PrivateSuffix + " are written; CRDs are never deleted. A CRD annotated for a CA-bundle injector (" +
+			crds.AnnotationInjectCABundle + ", " + crds.AnnotationInjectCAFrom + "...) keeps the injector's caBundle.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cc, err := inst.clientConfig()

@@ -189,6 +189,9 @@ func TestListenDefaults(t *testing.T) {
 		{"proxy", "webhook-listen", "10.128.2.7:9444"},
 		{"proxy", "listen", "127.0.0.1:8080"},
 		{"proxy", "metrics-listen", "127.0.0.1:9441"},
+		{"inject", "listen", "10.128.2.7:9443"},
+		{"inject", "metrics-listen", "127.0.0.1:9444"},
+		{"rbac-mirror", "metrics-listen", "127.0.0.1:9446"},
 	} {
 		cmd, _, err := root.Find([]string{c.cmd})
 		if err != nil {

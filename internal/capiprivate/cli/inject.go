@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -48,7 +49,7 @@ func newInjectCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
-	f.StringVar(&o.Listen, "listen", inject.DefaultListen, "HTTPS address of the webhook ("+inject.Path+")")
+	f.StringVar(&o.Listen, "listen", podListen(os.Getenv(PodIPEnv), 9443), "HTTPS address of the webhook ("+inject.Path+", /healthz) (default: $"+PodIPEnv+":9443, else loopback)")
 	f.StringVar(&o.CertFile, "tls-cert-file", "", "serving certificate (PEM) of the webhook, reloaded when it changes (required)")
 	f.StringVar(&o.KeyFile, "tls-private-key-file", "", "serving key (PEM) of the webhook, reloaded when it changes (required)")
 	f.StringVar(&o.MetricsListen, "metrics-listen", inject.DefaultMetricsListen, "HTTP address of /metrics, /healthz and /readyz")

@@ -142,10 +142,12 @@ var Sources = slices.Concat(
 		"openstackservers"),
 )
 
-// Webhook service of the committed manifests: the conversion webhook's Service in HyperShift's namespace.
-// Install and `capi-private crds generate|install` take another client config (a URL in tests).
+// Webhook service of the committed manifests: the conversion webhook's Service in capi-private's own namespace,
+// where deploy/capi-private installs it (not HyperShift's: the private operator's namespace is marked for sidecar
+// injection, and the injector must never run in a marked namespace). Install and `capi-private crds
+// generate|install` take another client config (a URL in tests).
 const (
-	DefaultServiceNamespace = "hypershift"
+	DefaultServiceNamespace = "capi-private"
 	DefaultServiceName      = "capi-private-webhook"
 	ConvertPath             = "/convert"
 )

@@ -2,6 +2,7 @@ package crds
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,8 +31,9 @@ type InstallOptions struct {
 	Timeout time.Duration
 }
 
-// Install server-side applies the private CRDs (field manager capi-private, forcing ownership), waits until
-// every one is Established, then probes the conversion webhook with a dryRun=All create of a v1beta1 Machine,
+// Install server-side applies the private CRDs (field manager capi-private, forcing ownership) — except the
+// caBundle of a CRD annotated for a CA-bundle injector, which stays the injector's —, waits until every one is
+// Established, then probes the conversion webhook with a dryRun=All create of a v1beta1 Machine,
 // retrying until it passes or the timeout expires.
 //
 // Only names ending in PrivateSuffix are ever written, and CRDs are never deleted: a CRD that is no longer
@@ -54,6 +56,9 @@ func Install(ctx context.Context, c client.Client, opts InstallOptions) error {
 		if !hasPrivateSuffix(crd.GetName()) { // Private checks this too; the write is what must never happen.
 			return fmt.Errorf("refusing to write CRD %s: not a private CRD", crd.GetName())
 		}
+	}
+	if err := keepInjectedCABundles(ctx, c, crds); err != nil {
+		return err
 	}
 	pending, err := Apply(ctx, c, crds, FieldManager)
 	if err != nil {
@@ -172,6 +177,85 @@ func Probe(ctx context.Context, c client.Client, namespace string) error {
 	}
 	if m.GetAPIVersion() != groups.Default.MustPrivate("cluster.x-k8s.io")+"/v1beta1" {
 		return fmt.Errorf("probe answered with apiVersion %s", m.GetAPIVersion())
+	}
+	return nil
+}
+
+// Annotations that hand a CRD's conversion caBundle to an injector: OpenShift's service-ca operator
+// (AnnotationInjectCABundle "true") or cert-manager's cainjector (the others, naming a Certificate, a Secret, or
+// the API server's CA).
+const (
+	AnnotationInjectCABundle     = "service.beta.openshift.io/inject-cabundle"
+	AnnotationInjectCAFrom       = "cert-manager.io/inject-ca-from"
+	AnnotationInjectCAFromSecret = "cert-manager.io/inject-ca-from-secret"
+	AnnotationInjectAPIServerCA  = "cert-manager.io/inject-apiserver-ca"
+)
+
+// injected reports whether annotations hand the conversion caBundle to an injector.
+func injected(annotations map[string]string) bool {
+	if annotations[AnnotationInjectCABundle] == "true" {
+		return true
+	}
+	for _, k := range []string{AnnotationInjectCAFrom, AnnotationInjectCAFromSecret, AnnotationInjectAPIServerCA} {
+		if annotations[k] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// CABundleToApply decides the caBundle Install applies to a CRD whose current annotations and caBundle are
+// given (nil, nil for a CRD not yet there): its own, unless an injector owns the field; then the current value
+// (applying the same value takes nothing from the injector and changes nothing), or none while the injector has
+// not written one yet. ok false means: apply no caBundle at all.
+func CABundleToApply(own []byte, annotations map[string]string, current []byte) (bundle []byte, ok bool) {
+	switch {
+	case !injected(annotations):
+		return own, len(own) > 0
+	case len(current) > 0:
+		return current, true
+	default:
+		return nil, false
+	}
+}
+
+// keepInjectedCABundles sets, in each CRD of crds with a Webhook conversion, the caBundle CABundleToApply
+// decides from the CRD as it is on the server.
+func keepInjectedCABundles(ctx context.Context, c client.Client, crds []*unstructured.Unstructured) error {
+	var list apiextensionsv1.CustomResourceDefinitionList
+	if err := c.List(ctx, &list, client.MatchingLabels{LabelPrivate: "true"}); err != nil {
+		return fmt.Errorf("reading the installed private CRDs: %w", err)
+	}
+	current := map[string]*apiextensionsv1.CustomResourceDefinition{}
+	for i := range list.Items {
+		current[list.Items[i].Name] = &list.Items[i]
+	}
+	path := []string{"spec", "conversion", "webhook", "clientConfig", "caBundle"}
+	for _, crd := range crds {
+		if _, found, _ := unstructured.NestedMap(crd.Object, path[:4]...); !found {
+			continue
+		}
+		own, _, _ := unstructured.NestedString(crd.Object, path...)
+		ownPEM, err := base64.StdEncoding.DecodeString(own)
+		if err != nil {
+			return fmt.Errorf("CRD %s: caBundle: %w", crd.GetName(), err)
+		}
+		var annotations map[string]string
+		var have []byte
+		if cur := current[crd.GetName()]; cur != nil {
+			annotations = cur.Annotations
+			if conv := cur.Spec.Conversion; conv != nil && conv.Webhook != nil && conv.Webhook.ClientConfig != nil {
+				have = conv.Webhook.ClientConfig.CABundle
+			}
+		}
+		bundle, ok := CABundleToApply(ownPEM, annotations, have)
+		if !ok {
+			unstructured.RemoveNestedField(crd.Object, path...)
+			continue
+		}
+		if err := unstructured.SetNestedField(crd.Object, base64.StdEncoding.EncodeToString(bundle), path...); err != nil {
+			return err
+		}
 	}
 	return nil
 }

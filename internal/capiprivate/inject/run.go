@@ -28,9 +28,10 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/webhook"
 )
 
-// Defaults of RunOptions.
+// Defaults of RunOptions. The webhook listens on loopback unless told otherwise (the command defaults --listen to
+// the pod's IP): it never listens on every interface by itself.
 const (
-	DefaultListen        = ":9443"
+	DefaultListen        = "127.0.0.1:9443"
 	DefaultMetricsListen = "127.0.0.1:9444"
 	LeaderElectionID     = "capi-private-inject"
 )

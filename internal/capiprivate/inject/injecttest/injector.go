@@ -26,7 +26,9 @@ type InjectorOptions struct {
 	NamespaceLabels map[string]string
 	// Now is the certificate controller's clock (default time.Now).
 	Now func() time.Time
-	Log logr.Logger
+	// LeaderElectionNamespace, when set, elects the certificate controller on a Lease there, as deployed.
+	LeaderElectionNamespace string
+	Log                     logr.Logger
 }
 
 // Injector is `capi-private inject` running in this process (inject.Run) on loopback listeners it holds, with its
@@ -60,6 +62,7 @@ func StartInjector(ctx context.Context, c client.Client, o InjectorOptions) (*In
 			Config: in.Config, Policy: inject.DefaultCertPolicy, Kube: o.Kube,
 			CertFile: o.CertFile, KeyFile: o.KeyFile, Listener: l, MetricsListener: ml,
 			Now: o.Now, Log: o.Log, SkipNameValidation: true,
+			LeaderElection: o.LeaderElectionNamespace != "", LeaderElectionNamespace: o.LeaderElectionNamespace,
 		})
 	}()
 	wh := inject.WebhookConfiguration(o.Registration, &in.Config, admissionregistrationv1.WebhookClientConfig{URL: &in.URL, CABundle: o.CA})

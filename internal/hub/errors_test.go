@@ -1,4 +1,4 @@
-package clusters
+package hub
 
 import (
 	"context"
@@ -10,17 +10,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
 )
 
 // The hub's causes come back under the request's field names where they can be traced back.
-func TestHubRejected(t *testing.T) {
+func TestRejected(t *testing.T) {
 	err := apierrors.NewInvalid(schema.GroupKind{Group: "hypershift.openshift.io", Kind: "HostedCluster"}, "c1", field.ErrorList{
 		field.Invalid(field.NewPath("spec", "dns", "baseDomain"), "x..y", "baseDomain must be a valid domain name"),
 		field.Invalid(field.NewPath("spec", "platform", "kubevirt", "compute", "cores"), 0, "must be at least 1"),
 		field.Required(field.NewPath("spec", "services").Index(3), "needed"),
 	})
-	e := HubRejected(err, "HostedCluster", "c1")
-	if e.Kind != KindUnprocessable {
+	e := Rejected(err, "HostedCluster", "c1")
+	if e.Kind != clusters.KindUnprocessable {
 		t.Fatalf("kind %v", e.Kind)
 	}
 	want := []string{"spec.provider_hints.acm.base_domain", "spec.nodes.workers.cpu", "HostedCluster.spec.services[3]"}
@@ -36,23 +38,23 @@ func TestHubRejected(t *testing.T) {
 
 // A failed hub call is a retryable 503 or 504 when the hub (or the SP's own stop) is the cause, with a message that
 // says so; anything else stays an internal error.
-func TestInternalKinds(t *testing.T) {
+func TestFailureKinds(t *testing.T) {
 	gr := schema.GroupResource{Group: "hypershift.openshift.io", Resource: "hostedclusters"}
 	for _, c := range []struct {
 		err  error
-		want Kind
+		want clusters.Kind
 		says string
 	}{
-		{context.DeadlineExceeded, KindTimeout, "did not answer in time"},
-		{apierrors.NewTimeoutError("slow", 1), KindTimeout, "did not answer in time"},
-		{apierrors.NewTooManyRequests("busy", 1), KindUnavailable, "unavailable"},
-		{apierrors.NewServiceUnavailable("down"), KindUnavailable, "unavailable"},
-		{apierrors.NewInternalError(errors.New("etcd hiccup")), KindUnavailable, "internal error; retry"},
-		{fmt.Errorf("wrapped: %w", context.Canceled), KindUnavailable, "SP is stopping"},
-		{apierrors.NewForbidden(gr, "c1", errors.New("no")), KindInternal, "creating"},
-		{errors.New("surprise"), KindInternal, "creating"},
+		{context.DeadlineExceeded, clusters.KindTimeout, "did not answer in time"},
+		{apierrors.NewTimeoutError("slow", 1), clusters.KindTimeout, "did not answer in time"},
+		{apierrors.NewTooManyRequests("busy", 1), clusters.KindUnavailable, "unavailable"},
+		{apierrors.NewServiceUnavailable("down"), clusters.KindUnavailable, "unavailable"},
+		{apierrors.NewInternalError(errors.New("etcd hiccup")), clusters.KindUnavailable, "internal error; retry"},
+		{fmt.Errorf("wrapped: %w", context.Canceled), clusters.KindUnavailable, "SP is stopping"},
+		{apierrors.NewForbidden(gr, "c1", errors.New("no")), clusters.KindInternal, "creating"},
+		{errors.New("surprise"), clusters.KindInternal, "creating"},
 	} {
-		e := Internal(c.err, "creating HostedCluster %s", "c1")
+		e := Failure(c.err, "creating HostedCluster %s", "c1")
 		if e.Kind != c.want || !strings.Contains(e.Message, c.says) {
 			t.Errorf("%v: kind %v %q, want %v containing %q", c.err, e.Kind, e.Message, c.want, c.says)
 		}
