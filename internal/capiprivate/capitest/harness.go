@@ -49,6 +49,10 @@ type Options struct {
 	Ledger *Ledger
 	// Log receives every manager's log (default: discarded).
 	Log logr.Logger
+	// Platforms are the platforms whose kinds the ledger provider reconciles (default: all, Platforms). A
+	// provider running with one platform's RBAC (HyperShift's capi-provider Role for KubeVirt, say) must watch only
+	// that platform's kinds, or its caches never sync.
+	Platforms []Platform
 }
 
 // Harness runs hosted clusters' simulated pods on a hub. Create it with New and Stop it when done.
@@ -149,7 +153,7 @@ func (h *Harness) Components(role, _ string) []Component {
 	case RoleCAPI:
 		return []Component{CAPI{}}
 	case RoleProvider:
-		return []Component{Provider{Ledger: h.Ledger}}
+		return []Component{Provider{Ledger: h.Ledger, Platforms: h.opts.Platforms}}
 	case RoleControlPlaneOperator:
 		return []Component{ControlPlaneOperator{Endpoint: h.endpoint, WorkloadKubeconfig: h.opts.WorkloadKubeconfig}}
 	}

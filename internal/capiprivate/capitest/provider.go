@@ -62,6 +62,8 @@ type Provider struct {
 	Ledger *Ledger
 	// Concurrency is each controller's MaxConcurrentReconciles (default 2).
 	Concurrency int
+	// Platforms whose kinds it reconciles (default: all, Platforms).
+	Platforms []Platform
 }
 
 // Setup implements Component: a machine and a cluster controller for each platform's kinds (Platforms).
@@ -70,7 +72,11 @@ func (p Provider) Setup(_ context.Context, mgr ctrl.Manager) error {
 		return fmt.Errorf("the ledger provider needs a ledger")
 	}
 	opts := controller.Options{MaxConcurrentReconciles: max(p.Concurrency, 2)}
-	for _, pl := range Platforms {
+	platforms := p.Platforms
+	if len(platforms) == 0 {
+		platforms = Platforms
+	}
+	for _, pl := range platforms {
 		r := &machineReconciler{client: mgr.GetClient(), ledger: p.Ledger, platform: pl, pending: map[types.UID]Instance{}}
 		if err := ctrl.NewControllerManagedBy(mgr).Named("ledger-"+strings.ToLower(pl.Machine)).
 			For(newObject(pl.MachineGVK())).
