@@ -17,8 +17,8 @@ start=$(date +%s)
 step() { printf '[tools %4ds] %s\n' "$(( $(date +%s) - start ))" "$*" >&2; }
 
 # reports LINE CMD...: CMD's output holds LINE as a whole line. The output is captured in full before it is
-# searched: `CMD | grep -q` under pipefail fails at random, since grep exits at its first match and CMD then dies of
-# SIGPIPE writing its next line (kubectl prints several).
+# searched: piping CMD into a grep that quits at its first match fails at random under pipefail, since CMD then dies
+# of SIGPIPE writing its next line (kubectl prints several).
 reports() { local out; out=$("${@:2}" 2>/dev/null) || return 1; grep -qxF -- "$1" <<<"$out"; }
 have_apiserver() { [ -x "$OUT/kube-apiserver" ] && [ "$("$OUT/kube-apiserver" --version 2>/dev/null)" = "Kubernetes $K8S_VERSION" ]; }
 have_kubectl()   { [ -x "$OUT/kubectl" ] && reports "Client Version: $K8S_VERSION" "$OUT/kubectl" version --client; }
