@@ -9,9 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/stdr"
-	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -91,38 +88,13 @@ func run(m *testing.M) int {
 	return code
 }
 
-// startInjector runs the sidecar injector (`capi-private inject`, in this process) registered for every namespace
-// marked for injection, as installed, and waits until kube-apiserver sends it Pods: the switch's rollout goes
-// through it.
+// startInjector runs the sidecar injector (`capi-private inject`, in this process) as installed.
 func startInjector(ctx context.Context) (func(), error) {
-	in, err := injecttest.StartInjector(ctx, env.Client, injecttest.InjectorOptions{
-		Registration: "capi-private-inject", Kube: env.TokenConfig(env.AdminToken),
-		Config:   inject.DefaultConfig("registry.example/capi-private:test"),
+	in, err := injecttest.StartInstalled(ctx, env.Client, injecttest.InjectorOptions{
+		Kube: env.TokenConfig(env.AdminToken), Config: inject.DefaultConfig("registry.example/capi-private:test"),
 		CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile, CA: env.WebhookCA,
 	})
 	if err != nil {
-		return nil, err
-	}
-	// The probe Pod is HyperShift's cluster-api Pod: its PriorityClass must exist.
-	if err := env.Client.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "hypershift-control-plane"}, Value: 100000000}); err != nil {
-		_ = in.Stop()
-		return nil, err
-	}
-	probe := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "inject-probe", Labels: map[string]string{inject.MarkerLabel: inject.MarkerValue}}}
-	f, err := injecttest.Load("cluster-api", probe.Name)
-	if err == nil {
-		err = env.Client.Create(ctx, probe)
-	}
-	if err == nil {
-		err = env.Client.Create(ctx, f.ServiceAccount)
-	}
-	if err == nil {
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		err = injecttest.WaitEffective(wctx, env.Client, probe.Name, in.Exited())
-	}
-	if err != nil {
-		_ = in.Stop()
 		return nil, err
 	}
 	return func() { _ = in.Stop() }, nil
