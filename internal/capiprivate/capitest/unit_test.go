@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -299,4 +301,31 @@ func TestLedgerPublish(t *testing.T) {
 		}
 		return cm.Data["creates"] == "2" && cm.Data["deletes"] == "1" && cm.Data["live"] == "1", fmt.Sprint(cm.Data), nil
 	})
+}
+
+// ReadAudit reads the files kube-apiserver rotated away before the log itself, oldest first.
+func TestReadAuditRotated(t *testing.T) {
+	dir := t.TempDir()
+	line := func(ua string) string { return `{"userAgent":"` + ua + `","verb":"get"}` + "\n" }
+	for name, body := range map[string]string{
+		"audit-2026-11-26T10-00-00.000.log": line("a"),
+		"audit-2026-11-26T11-00-00.000.log": line("b") + "not json\n",
+		"audit.log":                         line("c"),
+		"audit-policy.yaml":                 line("x"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := ReadAudit(filepath.Join(dir, "audit.log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.UserAgent)
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c"}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
 }
