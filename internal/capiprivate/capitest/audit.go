@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -34,14 +36,32 @@ type AuditEvent struct {
 	Stage                    string    `json:"stage"`
 }
 
-// ReadAudit returns the events of a JSON-lines audit log that match keep (nil keeps all).
+// ReadAudit returns the events of a JSON-lines audit log that match keep (nil keeps all), oldest first: the
+// files kube-apiserver rotated away (<name>-<time><ext> beside it, whose names sort by time) and then the log itself.
+// A long test run fills a log past its size limit, and a rotated file must neither hide events nor "prove" that
+// nothing was sent.
 func ReadAudit(path string, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
+	ext := filepath.Ext(path)
+	rotated, err := filepath.Glob(strings.TrimSuffix(path, ext) + "-*" + ext)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(rotated)
+	var out []AuditEvent
+	for _, p := range append(rotated, path) {
+		if out, err = readAuditFile(p, keep, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func readAuditFile(path string, keep func(*AuditEvent) bool, out []AuditEvent) ([]AuditEvent, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
-	var out []AuditEvent
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {

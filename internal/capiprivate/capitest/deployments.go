@@ -2,12 +2,10 @@ package capitest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,120 +30,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// PodTemplateHashLabel is the label of a simulated Pod naming its Deployment's template (as the ReplicaSet
-// controller's pod-template-hash).
-const PodTemplateHashLabel = "pod-template-hash"
+// KubeletFinalizer holds a simulated Pod object while its manager still runs: a deleted Pod stays (terminating)
+// until the player has stopped what it ran, as a kubelet keeps a Pod until its containers have stopped.
+const KubeletFinalizer = "capitest.capi-private.dcm.io/kubelet"
 
-// TemplateHash is a short digest of a pod template: a Deployment whose template changes gets new pods.
-func TemplateHash(t corev1.PodTemplateSpec) string {
-	b, err := json.Marshal(t)
-	if err != nil {
-		panic(err) // a PodTemplateSpec always marshals
-	}
-	h := fnv.New32a()
-	_, _ = h.Write(b)
-	return fmt.Sprintf("%08x", h.Sum32())
-}
-
-// ModeOf is the mode of a pod template's pods: Proxied when the proxy sidecar is injected (ProxyAnnotation).
-func ModeOf(t corev1.PodTemplateSpec) Mode {
-	if t.Annotations[ProxyAnnotation] == ProxyInjected {
-		return Proxied
+// ModeOf is the mode of a pod: Proxied when one of its containers points its in-cluster client at loopback
+// (KUBERNETES_SERVICE_HOST 127.0.0.1, ::1 or localhost — a sidecar in the pod answers there), else Direct (the
+// kubelet's service address, kube-apiserver itself).
+func ModeOf(spec corev1.PodSpec) Mode {
+	for _, c := range spec.Containers {
+		for _, e := range c.Env {
+			if e.Name != "KUBERNETES_SERVICE_HOST" || e.ValueFrom != nil {
+				continue
+			}
+			if ip := net.ParseIP(e.Value); e.Value == "localhost" || (ip != nil && ip.IsLoopback()) {
+				return Proxied
+			}
+		}
 	}
 	return Direct
 }
 
-// RoleOf is what a simulated Deployment's pods run: its RoleLabel, else its name.
-func RoleOf(d *appsv1.Deployment) string {
-	if r := d.Labels[RoleLabel]; r != "" {
-		return r
-	}
-	return d.Name
-}
-
-// podState is what planPods needs of a running pod.
-type podState struct {
-	Hash string
-}
-
-// planPods decides, Recreate-style, which pods stop (indexes into pods: every pod of an old template, then the
-// newest excess ones) and how many pods of the desired template start.
-func planPods(desiredHash string, replicas int, pods []podState) (stop []int, start int) {
-	current := 0
-	for i, p := range pods {
-		if p.Hash != desiredHash {
-			stop = append(stop, i)
-		}
-	}
-	if len(stop) > 0 { // Recreate: the new template starts only once every old pod is gone
-		for i := range pods {
-			if pods[i].Hash == desiredHash {
-				current++
-			}
-		}
-		if current > replicas {
-			stop = append(stop, excess(desiredHash, replicas, pods)...)
-			current = replicas
-		}
-		return stop, max(replicas-current, 0)
-	}
-	if len(pods) > replicas {
-		return excess(desiredHash, replicas, pods), 0
-	}
-	return nil, replicas - len(pods)
-}
-
-// excess are the newest pods of hash beyond the first replicas.
-func excess(hash string, replicas int, pods []podState) []int {
-	var out []int
-	kept := 0
-	for i, p := range pods {
-		if p.Hash != hash {
-			continue
-		}
-		if kept < replicas {
-			kept++
-			continue
-		}
-		out = append(out, i)
-	}
-	return out
-}
-
-// podSummary is what deploymentStatus needs of a running pod.
-type podSummary struct {
-	Hash  string
-	Ready bool
-}
-
-// deploymentStatus is the Deployment's status for its pods, as the deployment controller reports it.
-func deploymentStatus(generation int64, desiredHash string, replicas int32, pods []podSummary) appsv1.DeploymentStatus {
-	st := appsv1.DeploymentStatus{ObservedGeneration: generation, Replicas: int32(len(pods))}
-	for _, p := range pods {
-		if p.Hash == desiredHash {
-			st.UpdatedReplicas++
-		}
-		if p.Ready {
-			st.ReadyReplicas++
-			st.AvailableReplicas++
-		}
-	}
-	st.UnavailableReplicas = max(replicas-st.AvailableReplicas, 0)
-	available := metav1.ConditionTrue
-	availableReason := "MinimumReplicasAvailable"
-	if st.AvailableReplicas < replicas {
-		available, availableReason = metav1.ConditionFalse, "MinimumReplicasUnavailable"
-	}
-	progressingReason := "NewReplicaSetAvailable"
-	if st.UpdatedReplicas != replicas || st.Replicas != replicas || st.AvailableReplicas != replicas {
-		progressingReason = "ReplicaSetUpdated"
-	}
-	st.Conditions = []appsv1.DeploymentCondition{
-		{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionStatus(available), Reason: availableReason},
-		{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: progressingReason},
-	}
-	return st
-}
+// RoleOf is what a simulated pod runs: its RoleLabel (the simulated Deployments put it on their pod templates).
+func RoleOf(pod *corev1.Pod) string { return pod.Labels[RoleLabel] }
 
 // DeploymentPlayerOptions configure a DeploymentPlayer.
 type DeploymentPlayerOptions struct {
@@ -158,27 +65,28 @@ type DeploymentPlayerOptions struct {
 	Log logr.Logger
 }
 
-// DeploymentPlayer plays the deployment controller and the kubelet for the Deployments labelled SimulateLabel: for each
-// replica of the current pod template it runs a simulated pod, a Manager in this process (Direct or Proxied after
-// ModeOf, with the role's Components, leader-elected per role), and writes a Pod object (labels, annotations and spec
-// of the template, owned by the Deployment) and the Deployment's status. A template change replaces every pod
-// (Recreate); scaling down stops the newest. A pod's Pod object is deleted only after its manager has stopped, so "the
-// Deployment's pods are gone" means its controllers write nothing any more. A manager that exits on its own is
-// restarted (restartCount).
+// DeploymentPlayer plays the kubelet for the Pods labelled SimulateLabel. kube-controller-manager's deployment and
+// ReplicaSet controllers (testenv runs them) create those Pods from their Deployments through the API server, so
+// admission webhooks (the sidecar injector among them) shape them as in a cluster; the player runs each admitted
+// Pod as a simulated pod — a Manager in this process, Direct or Proxied after ModeOf its spec, with the role's
+// Components, leader-elected per role — and writes the Pod's status (Ready once the manager is). Every Pod it runs
+// carries KubeletFinalizer, which it removes only after the manager has stopped: "the Deployment's pods are gone"
+// means their controllers write nothing any more. A manager that exits on its own is restarted (restartCount).
 type DeploymentPlayer struct {
 	opts    DeploymentPlayerOptions
 	client  client.Client
 	mgr     *Manager
-	crashes chan event.TypedGenericEvent[*appsv1.Deployment]
+	crashes chan event.TypedGenericEvent[*corev1.Pod]
 	done    chan struct{} // closed by Stop
 
-	mu          sync.Mutex
-	deployments map[types.NamespacedName][]*simPod
-	stopped     bool
+	mu      sync.Mutex
+	pods    map[types.NamespacedName]*simPod
+	stopped bool
 }
 
 type simPod struct {
-	name, hash string
+	name       string
+	deployment types.NamespacedName // its ReplicaSet's owner ("" name when it has none)
 	mode       Mode
 	mgr        *Manager // nil for an idle pod, or while it fails to start
 	ready      bool
@@ -187,17 +95,17 @@ type simPod struct {
 	stopping   bool
 }
 
-// StartDeploymentPlayer starts the player's own manager (the "kube-controller-manager") on cfg, an admin config
-// straight to kube-apiserver.
+// StartDeploymentPlayer starts the player's own manager (the "kubelet") on cfg, an admin config straight to
+// kube-apiserver.
 func StartDeploymentPlayer(cfg *rest.Config, opts DeploymentPlayerOptions) (*DeploymentPlayer, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
 	p := &DeploymentPlayer{
-		opts:        opts,
-		crashes:     make(chan event.TypedGenericEvent[*appsv1.Deployment], 16),
-		done:        make(chan struct{}),
-		deployments: map[types.NamespacedName][]*simPod{},
+		opts:    opts,
+		crashes: make(chan event.TypedGenericEvent[*corev1.Pod], 16),
+		done:    make(chan struct{}),
+		pods:    map[types.NamespacedName]*simPod{},
 	}
 	m, err := StartManager(cfg, ManagerOptions{Name: "deployment-player", Components: []Component{p}, Log: opts.Log.WithName("deployment-player")})
 	if err != nil {
@@ -215,8 +123,8 @@ func (p *DeploymentPlayer) Setup(_ context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("deployment-player").
-		For(&appsv1.Deployment{}, builder.WithPredicates(simulated)).
-		WatchesRawSource(source.Channel(p.crashes, &handler.TypedEnqueueRequestForObject[*appsv1.Deployment]{})).
+		For(&corev1.Pod{}, builder.WithPredicates(simulated)).
+		WatchesRawSource(source.Channel(p.crashes, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(p)
 }
@@ -235,144 +143,28 @@ type PodStatus struct {
 	Manager *Manager
 }
 
-// Pods returns the running simulated pods of a Deployment.
+// Pods returns the running simulated pods of a Deployment (not those stopping), by name.
 func (p *DeploymentPlayer) Pods(deployment types.NamespacedName) []PodStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []PodStatus
-	for _, sp := range p.deployments[deployment] {
-		out = append(out, PodStatus{Name: sp.name, Mode: sp.mode, Ready: sp.ready, Restarts: sp.restarts, Err: sp.lastErr, Manager: sp.mgr})
+	for _, sp := range p.pods {
+		if sp.deployment == deployment && !sp.stopping {
+			out = append(out, PodStatus{Name: sp.name, Mode: sp.mode, Ready: sp.ready, Restarts: sp.restarts, Err: sp.lastErr, Manager: sp.mgr})
+		}
 	}
+	slices.SortFunc(out, func(a, b PodStatus) int { return cmpString(a.Name, b.Name) })
 	return out
 }
 
-func (p *DeploymentPlayer) pods(key types.NamespacedName) []*simPod {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]*simPod(nil), p.deployments[key]...)
-}
-
-func (p *DeploymentPlayer) setPods(key types.NamespacedName, pods []*simPod) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(pods) == 0 {
-		delete(p.deployments, key)
-		return
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
-	p.deployments[key] = pods
-}
-
-// Reconcile makes the running pods match the Deployment. Reconciles of one Deployment never run concurrently.
-func (p *DeploymentPlayer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	log := p.opts.Log.WithValues("deployment", req.NamespacedName)
-	d := &appsv1.Deployment{}
-	err := p.client.Get(ctx, req.NamespacedName, d)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, err
-	}
-	pods := p.pods(req.NamespacedName)
-	if apierrors.IsNotFound(err) || !d.DeletionTimestamp.IsZero() {
-		for _, sp := range pods {
-			p.stopPod(ctx, req.Namespace, sp)
-		}
-		p.setPods(req.NamespacedName, nil)
-		return reconcile.Result{}, nil
-	}
-	p.mu.Lock()
-	stopped := p.stopped
-	p.mu.Unlock()
-	if stopped {
-		return reconcile.Result{}, nil
-	}
-
-	hash, mode, role := TemplateHash(d.Spec.Template), ModeOf(d.Spec.Template), RoleOf(d)
-	replicas := int(ptr.Deref(d.Spec.Replicas, 1))
-	states := make([]podState, len(pods))
-	for i, sp := range pods {
-		states[i] = podState{Hash: sp.hash}
-	}
-	stop, start := planPods(hash, replicas, states)
-	if len(stop) > 0 {
-		stopSet := map[int]bool{}
-		for _, i := range stop {
-			stopSet[i] = true
-			log.Info("stopping pod", "pod", pods[i].name)
-			p.stopPod(ctx, req.Namespace, pods[i])
-		}
-		var kept []*simPod
-		for i, sp := range pods {
-			if !stopSet[i] {
-				kept = append(kept, sp)
-			}
-		}
-		pods = kept
-		p.setPods(req.NamespacedName, pods)
-	}
-	for range start {
-		sp := &simPod{name: fmt.Sprintf("%s-%s-%s", d.Name, hash, randomSuffix()), hash: hash, mode: mode}
-		if err := p.createPodObject(ctx, d, sp); err != nil {
-			return reconcile.Result{}, err
-		}
-		pods = append(pods, sp)
-		p.setPods(req.NamespacedName, pods)
-		log.Info("starting pod", "pod", sp.name, "mode", mode, "role", role)
-	}
-
-	// Start what is not running: new pods, pods that failed to start, pods whose manager exited on its own.
-	retry := false
-	for _, sp := range pods {
-		if m := sp.mgr; m != nil {
-			select {
-			case <-m.Done():
-				log.Info("pod's manager exited, restarting", "pod", sp.name, "error", m.Err())
-				p.update(func() {
-					sp.lastErr = fmt.Errorf("manager exited: %v", m.Err())
-					sp.mgr, sp.ready = nil, false
-					sp.restarts++
-				})
-			default:
-			}
-		}
-		if sp.ready {
-			continue
-		}
-		if err := p.startPod(ctx, req.NamespacedName, role, sp); err != nil {
-			p.update(func() { sp.lastErr = err })
-			log.Info("pod not ready", "pod", sp.name, "error", err.Error())
-			retry = true
-		}
-		if err := p.writePodStatus(ctx, req.Namespace, sp); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
-
-	summaries := make([]podSummary, len(pods))
-	for i, sp := range pods {
-		summaries[i] = podSummary{Hash: sp.hash, Ready: sp.ready}
-	}
-	st := deploymentStatus(d.Generation, hash, int32(replicas), summaries)
-	if !deploymentStatusEqual(d.Status, st) {
-		orig := d.DeepCopy()
-		d.Status = st
-		if err := p.client.Status().Patch(ctx, d, client.MergeFrom(orig)); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
-	if retry {
-		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
-	}
-	return reconcile.Result{}, nil
-}
-
-func deploymentStatusEqual(a, b appsv1.DeploymentStatus) bool {
-	strip := func(s appsv1.DeploymentStatus) appsv1.DeploymentStatus {
-		s = *s.DeepCopy()
-		for i := range s.Conditions {
-			s.Conditions[i].LastUpdateTime, s.Conditions[i].LastTransitionTime, s.Conditions[i].Message = metav1.Time{}, metav1.Time{}, ""
-		}
-		return s
-	}
-	return equality.Semantic.DeepEqual(strip(a), strip(b))
+	return 0
 }
 
 // update changes a pod's fields under the lock Pods reads them with.
@@ -382,10 +174,95 @@ func (p *DeploymentPlayer) update(f func()) {
 	f()
 }
 
-func randomSuffix() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)[:5]
+// Reconcile runs or stops what a Pod object says. Reconciles of one Pod never run concurrently.
+func (p *DeploymentPlayer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	err := p.client.Get(ctx, req.NamespacedName, pod)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	p.mu.Lock()
+	sp, stopped := p.pods[req.NamespacedName], p.stopped
+	p.mu.Unlock()
+	switch {
+	case apierrors.IsNotFound(err):
+		if sp != nil {
+			p.stopPod(sp)
+			p.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, nil
+	case !pod.DeletionTimestamp.IsZero():
+		if sp != nil {
+			p.stopPod(sp)
+			p.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, p.removeFinalizer(ctx, pod)
+	case stopped:
+		return reconcile.Result{}, nil
+	case !controllerutil.ContainsFinalizer(pod, KubeletFinalizer):
+		orig := pod.DeepCopy()
+		controllerutil.AddFinalizer(pod, KubeletFinalizer)
+		return reconcile.Result{}, p.client.Patch(ctx, pod, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}
+	if sp == nil {
+		sp = &simPod{name: pod.Name, mode: ModeOf(pod.Spec), deployment: p.deploymentOf(ctx, pod)}
+		p.update(func() { p.pods[req.NamespacedName] = sp })
+		p.opts.Log.Info("starting pod", "pod", req.NamespacedName, "mode", sp.mode, "role", RoleOf(pod))
+	}
+	retry := p.run(ctx, req.NamespacedName, RoleOf(pod), sp)
+	if err := p.writePodStatus(ctx, pod, sp); err != nil {
+		return reconcile.Result{}, err
+	}
+	if retry {
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+func (p *DeploymentPlayer) forget(key types.NamespacedName) {
+	p.update(func() { delete(p.pods, key) })
+}
+
+// run starts what is not running (a new pod, one that failed to start, one whose manager exited on its own) and
+// reports whether to retry.
+func (p *DeploymentPlayer) run(ctx context.Context, key types.NamespacedName, role string, sp *simPod) bool {
+	if m := sp.mgr; m != nil {
+		select {
+		case <-m.Done():
+			p.opts.Log.Info("pod's manager exited, restarting", "pod", key, "error", m.Err())
+			p.update(func() {
+				sp.lastErr = fmt.Errorf("manager exited: %v", m.Err())
+				sp.mgr, sp.ready = nil, false
+				sp.restarts++
+			})
+		default:
+		}
+	}
+	if sp.ready {
+		return false
+	}
+	if err := p.startPod(ctx, key, role, sp); err != nil {
+		p.update(func() { sp.lastErr = err })
+		p.opts.Log.Info("pod not ready", "pod", key, "error", err.Error())
+		return true
+	}
+	return false
+}
+
+// deploymentOf is the Deployment owning pod's ReplicaSet (empty when there is none).
+func (p *DeploymentPlayer) deploymentOf(ctx context.Context, pod *corev1.Pod) types.NamespacedName {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != "ReplicaSet" {
+		return types.NamespacedName{}
+	}
+	rs := &appsv1.ReplicaSet{}
+	if err := p.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, rs); err != nil {
+		return types.NamespacedName{}
+	}
+	if d := metav1.GetControllerOf(rs); d != nil && d.Kind == "Deployment" {
+		return types.NamespacedName{Namespace: pod.Namespace, Name: d.Name}
+	}
+	return types.NamespacedName{}
 }
 
 // startPod starts the pod's manager (unless the role runs nothing) and waits until it is ready.
@@ -408,18 +285,7 @@ func (p *DeploymentPlayer) startPod(ctx context.Context, key types.NamespacedNam
 			return err
 		}
 		p.update(func() { sp.mgr = m })
-		go func() {
-			<-m.Done()
-			p.mu.Lock()
-			stopping := sp.stopping || p.stopped
-			p.mu.Unlock()
-			if !stopping {
-				select {
-				case p.crashes <- event.TypedGenericEvent[*appsv1.Deployment]{Object: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
-				case <-p.done:
-				}
-			}
-		}()
+		go p.watchExit(key, sp, m)
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -430,61 +296,63 @@ func (p *DeploymentPlayer) startPod(ctx context.Context, key types.NamespacedNam
 	return nil
 }
 
-// stopPod stops the pod's manager, waits until it has returned, then deletes its Pod object.
-func (p *DeploymentPlayer) stopPod(ctx context.Context, namespace string, sp *simPod) {
+// watchExit requeues the pod when its manager exits on its own.
+func (p *DeploymentPlayer) watchExit(key types.NamespacedName, sp *simPod, m *Manager) {
+	<-m.Done()
 	p.mu.Lock()
-	sp.stopping = true
+	stopping := sp.stopping || p.stopped
 	p.mu.Unlock()
+	if stopping {
+		return
+	}
+	select {
+	case p.crashes <- event.TypedGenericEvent[*corev1.Pod]{Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
+	case <-p.done:
+	}
+}
+
+// stopPod stops the pod's manager and waits until it has returned.
+func (p *DeploymentPlayer) stopPod(sp *simPod) {
+	p.update(func() { sp.stopping = true })
 	if sp.mgr != nil {
 		if err := sp.mgr.Stop(); err != nil {
 			p.opts.Log.Info("pod's manager stopped with an error", "pod", sp.name, "error", err.Error())
 		}
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sp.name}}
-	if err := p.client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-		p.opts.Log.Info("deleting a Pod", "pod", sp.name, "error", err.Error())
-	}
 }
 
-func (p *DeploymentPlayer) createPodObject(ctx context.Context, d *appsv1.Deployment, sp *simPod) error {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: d.Namespace, Name: sp.name,
-			Labels:      map[string]string{PodTemplateHashLabel: sp.hash},
-			Annotations: d.Spec.Template.Annotations,
-		},
-		Spec: *d.Spec.Template.Spec.DeepCopy(),
-	}
-	for k, v := range d.Spec.Template.Labels {
-		pod.Labels[k] = v
-	}
-	if err := controllerutil.SetControllerReference(d, pod, p.client.Scheme()); err != nil {
-		return err
-	}
-	return p.client.Create(ctx, pod)
-}
-
-func (p *DeploymentPlayer) writePodStatus(ctx context.Context, namespace string, sp *simPod) error {
-	pod := &corev1.Pod{}
-	if err := p.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: sp.name}, pod); err != nil {
-		return client.IgnoreNotFound(err)
+func (p *DeploymentPlayer) removeFinalizer(ctx context.Context, pod *corev1.Pod) error {
+	if !controllerutil.ContainsFinalizer(pod, KubeletFinalizer) {
+		return nil
 	}
 	orig := pod.DeepCopy()
-	ready, phase, msg := corev1.ConditionFalse, corev1.PodPending, ""
-	if sp.ready {
-		ready, phase = corev1.ConditionTrue, corev1.PodRunning
+	controllerutil.RemoveFinalizer(pod, KubeletFinalizer)
+	return client.IgnoreNotFound(p.client.Patch(ctx, pod, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+}
+
+func (p *DeploymentPlayer) writePodStatus(ctx context.Context, pod *corev1.Pod, sp *simPod) error {
+	orig := pod.DeepCopy()
+	p.mu.Lock()
+	ready, restarts, lastErr := sp.ready, sp.restarts, sp.lastErr
+	p.mu.Unlock()
+	cond, phase, msg := corev1.ConditionFalse, corev1.PodPending, ""
+	if ready {
+		cond, phase = corev1.ConditionTrue, corev1.PodRunning
 	}
-	if sp.lastErr != nil {
-		msg = sp.lastErr.Error()
+	if lastErr != nil {
+		msg = lastErr.Error()
 	}
 	pod.Status.Phase = phase
 	pod.Status.Message = msg
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}, {Type: corev1.ContainersReady, Status: ready}}
-	if sp.ready && pod.Status.StartTime == nil {
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}, {Type: corev1.ContainersReady, Status: cond}}
+	for i := range pod.Status.Conditions {
+		pod.Status.Conditions[i].LastTransitionTime = transitionTime(orig.Status.Conditions, pod.Status.Conditions[i])
+	}
+	if ready && pod.Status.StartTime == nil {
 		pod.Status.StartTime = ptr.To(metav1.Now())
 	}
-	container := corev1.ContainerStatus{Name: "manager", Ready: sp.ready, RestartCount: sp.restarts, Image: pod.Spec.Containers[0].Image}
-	if sp.ready {
+	container := corev1.ContainerStatus{Name: pod.Spec.Containers[0].Name, Ready: ready, RestartCount: restarts, Image: pod.Spec.Containers[0].Image}
+	if ready {
 		container.Started = ptr.To(true)
 		container.State.Running = &corev1.ContainerStateRunning{StartedAt: *pod.Status.StartTime}
 	} else {
@@ -494,10 +362,21 @@ func (p *DeploymentPlayer) writePodStatus(ctx context.Context, namespace string,
 	if equality.Semantic.DeepEqual(orig.Status, pod.Status) {
 		return nil
 	}
-	return p.client.Status().Patch(ctx, pod, client.MergeFrom(orig))
+	return client.IgnoreNotFound(p.client.Status().Patch(ctx, pod, client.MergeFrom(orig)))
 }
 
-// Stop stops the player and then every simulated pod (deleting their Pod objects).
+// transitionTime keeps a condition's lastTransitionTime while its status is unchanged.
+func transitionTime(old []corev1.PodCondition, c corev1.PodCondition) metav1.Time {
+	for _, o := range old {
+		if o.Type == c.Type && o.Status == c.Status && !o.LastTransitionTime.IsZero() {
+			return o.LastTransitionTime
+		}
+	}
+	return metav1.Now()
+}
+
+// Stop stops the player and then every simulated pod (their Pod objects keep KubeletFinalizer: nothing runs them
+// any more).
 func (p *DeploymentPlayer) Stop() error {
 	p.mu.Lock()
 	p.stopped = true
@@ -505,15 +384,11 @@ func (p *DeploymentPlayer) Stop() error {
 	close(p.done)
 	err := p.mgr.Stop()
 	p.mu.Lock()
-	all := p.deployments
-	p.deployments = map[types.NamespacedName][]*simPod{}
+	all := p.pods
+	p.pods = map[types.NamespacedName]*simPod{}
 	p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for key, pods := range all {
-		for _, sp := range pods {
-			p.stopPod(ctx, key.Namespace, sp)
-		}
+	for _, sp := range all {
+		p.stopPod(sp)
 	}
 	if errors.Is(err, context.Canceled) {
 		err = nil

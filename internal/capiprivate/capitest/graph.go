@@ -2,6 +2,7 @@ package capitest
 
 import (
 	"fmt"
+	"slices"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -47,31 +48,43 @@ func (g Groups) Group(standard string) string {
 // APIVersion is <Group(standard)>/<version>.
 func (g Groups) APIVersion(standard, version string) string { return g.Group(standard) + "/" + version }
 
-// Labels and annotations of the simulated workloads.
+// Labels of the simulated workloads.
 const (
-	// SimulateLabel marks the Deployments the DeploymentPlayer plays (value "true").
+	// SimulateLabel marks the simulated Deployments and their Pods, which the DeploymentPlayer runs (value "true").
 	SimulateLabel = "capitest.capi-private.dcm.io/simulate"
-	// RoleLabel names what a simulated Deployment's pods run (RoleCAPI, RoleProvider, …); default: its name.
+	// RoleLabel names what a simulated Pod runs (RoleCAPI, RoleProvider, …).
 	RoleLabel = "capitest.capi-private.dcm.io/role"
-	// ProxyAnnotation on a pod template means the proxy sidecar is injected: its pods run Proxied.
-	ProxyAnnotation = "hypershift.openshift.io/private-capi-proxy"
-	// ProxyInjected is ProxyAnnotation's value.
-	ProxyInjected = "injected"
+	// ComponentLabel is the label HyperShift puts on each control plane component's Pods, naming the component.
+	ComponentLabel = "hypershift.openshift.io/control-plane-component"
 )
 
-// Roles of HyperShift's per-control-plane Deployments (the ones a migration scales to 0 while it quiesces).
+// Roles of HyperShift's per-control-plane Deployments: the ones a migration quiesces, and the CAPI readers that
+// move with the switch.
 const (
 	RoleCAPI                 = "cluster-api"
 	RoleProvider             = "capi-provider"
 	RoleControlPlaneOperator = "control-plane-operator"
 	RoleAutoscaler           = "cluster-autoscaler"
 	RoleMachineApprover      = "machine-approver"
+	// RoleHCCO (hosted-cluster-config-operator) reads Machines; RoleKarpenterOperator reads the Cluster. Both run
+	// idle here (a Pod, no manager): what matters is which groups their Pods would see.
+	RoleHCCO              = "hosted-cluster-config-operator"
+	RoleKarpenterOperator = "karpenter-operator"
 )
 
-// ControlPlaneRoles are the simulated Deployments of every hosted control plane namespace, in creation order.
-var ControlPlaneRoles = []string{RoleControlPlaneOperator, RoleCAPI, RoleProvider, RoleAutoscaler, RoleMachineApprover}
+// ControlPlaneRoles are the simulated Deployments of every hosted control plane namespace, in creation order
+// (RoleKarpenterOperator only with HostedClusterSpec.Karpenter, as HyperShift runs it only with AutoNode).
+var ControlPlaneRoles = []string{RoleControlPlaneOperator, RoleCAPI, RoleProvider, RoleAutoscaler, RoleMachineApprover, RoleHCCO}
 
-// MachineDeploymentSpec is one MachineDeployment (with its KubevirtMachineTemplate, bootstrap Secret and, if asked,
+// mainContainer is each role's main container, named as in HyperShift's rendered Deployments (the recorded
+// fixtures in inject/injecttest/testdata/hypershift).
+var mainContainer = map[string]string{
+	RoleCAPI: "manager", RoleProvider: "manager", RoleControlPlaneOperator: "control-plane-operator",
+	RoleAutoscaler: "cluster-autoscaler", RoleMachineApprover: "machine-approver",
+	RoleHCCO: "hosted-cluster-config-operator", RoleKarpenterOperator: "karpenter-operator",
+}
+
+// MachineDeploymentSpec is one MachineDeployment (with its machine template, bootstrap Secret and, if asked,
 // MachineHealthCheck) of a hosted cluster, as HyperShift makes one per NodePool.
 type MachineDeploymentSpec struct {
 	Name     string
@@ -82,22 +95,39 @@ type MachineDeploymentSpec struct {
 type HostedClusterSpec struct {
 	// Namespace and Name of the HostedCluster; its control plane lives in ControlPlaneNamespace(Namespace, Name).
 	Namespace, Name string
-	// InfraID names the Cluster, the KubevirtCluster and the kubeconfig Secret (default Name).
+	// InfraID names the Cluster, the infrastructure cluster and the kubeconfig Secret (default Name).
 	InfraID string
 	// Groups the Cluster API objects are written in.
 	Groups Groups
+	// Platform gives the infrastructure kinds (KubeVirt when unset). The HostedCluster's own platform spec stays
+	// KubeVirt's whatever it is: nothing here reads it.
+	Platform Platform
 	// MachineDeployments of the cluster.
 	MachineDeployments []MachineDeploymentSpec
 	// MachineHealthChecks adds one MachineHealthCheck per MachineDeployment, as HyperShift does with autoRepair.
 	MachineHealthChecks bool
 	// Annotations of the HostedCluster (e.g. hypershift.openshift.io/scope: legacy).
 	Annotations map[string]string
-	// Deployments adds the simulated control plane Deployments (ControlPlaneRoles) with DeploymentReplicas
-	// replicas (0 is 0: created but not running); Proxied marks their pod templates with ProxyAnnotation.
+	// Deployments adds the simulated control plane Deployments (ControlPlaneRoles, and karpenter-operator with
+	// Karpenter) with DeploymentReplicas replicas (0 is 0: created but not running); Proxied points their
+	// containers at a sidecar on loopback (ProxiedEnv), so their pods run Proxied.
 	Deployments        bool
 	DeploymentReplicas int32
 	Proxied            bool
+	Karpenter          bool
 }
+
+// roles are the simulated Deployments of s.
+func (s HostedClusterSpec) roles() []string {
+	if s.Karpenter {
+		return append(slices.Clone(ControlPlaneRoles), RoleKarpenterOperator)
+	}
+	return ControlPlaneRoles
+}
+
+// ProxiedEnv is what a pod template's main container sets to run Proxied: its in-cluster client talks to a
+// sidecar on loopback (the injector sets the same on the Pods it injects).
+var ProxiedEnv = []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "16443"}}
 
 func (s HostedClusterSpec) infraID() string {
 	if s.InfraID != "" {
@@ -118,8 +148,8 @@ func (s HostedClusterSpec) ClusterName() string { return s.infraID() }
 func UserDataSecret(md string) string { return "user-data-" + md }
 
 // Objects returns every object of the hosted cluster in creation order (owners and referenced objects first):
-// the control plane namespace, HostedCluster, HostedControlPlane, KubevirtCluster, Cluster, then per
-// MachineDeployment its user-data Secret, KubevirtMachineTemplate, MachineDeployment and MachineHealthCheck, then
+// the control plane namespace, HostedCluster, HostedControlPlane, the platform's infrastructure cluster, Cluster, then per
+// MachineDeployment its user-data Secret, the platform's machine template, MachineDeployment and MachineHealthCheck, then
 // the Deployments, each after its ServiceAccount. Cluster API objects are unstructured, in s.Groups; the others are typed.
 func (s HostedClusterSpec) Objects() []client.Object {
 	ns, infra := s.ControlPlaneNamespace(), s.infraID()
@@ -129,11 +159,18 @@ func (s HostedClusterSpec) Objects() []client.Object {
 		s.hostedCluster(),
 		s.hostedControlPlane(),
 	}
-	kc := s.capi(InfrastructureGroup, CAPKVersion, "KubevirtCluster", infra, map[string]any{})
-	kc.SetAnnotations(map[string]string{HostedClusterAnnotation: hcKey, clusterv1.ManagedByAnnotation: "external"})
+	p, shape := s.platform(), s.platform().shapes()
+	if shape.Cluster == nil {
+		shape.Cluster = map[string]any{}
+	}
+	kc := s.capi(p.Group, p.Version, p.Cluster, infra, shape.Cluster)
+	kc.SetAnnotations(map[string]string{HostedClusterAnnotation: hcKey})
+	if p.ExternallyManaged {
+		kc.SetAnnotations(map[string]string{HostedClusterAnnotation: hcKey, clusterv1.ManagedByAnnotation: "external"})
+	}
 	cluster := s.capi(ClusterGroup, "v1beta2", "Cluster", infra, map[string]any{
 		"controlPlaneRef":   map[string]any{"apiGroup": hyperv1.GroupVersion.Group, "kind": "HostedControlPlane", "name": s.Name},
-		"infrastructureRef": map[string]any{"apiGroup": s.Groups.Group(InfrastructureGroup), "kind": KubevirtClusterGVK.Kind, "name": infra},
+		"infrastructureRef": map[string]any{"apiGroup": s.Groups.Group(p.Group), "kind": p.Cluster, "name": infra},
 	})
 	cluster.SetAnnotations(map[string]string{HostedClusterAnnotation: hcKey})
 	out = append(out, kc, cluster)
@@ -147,16 +184,7 @@ func (s HostedClusterSpec) Objects() []client.Object {
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: UserDataSecret(md.Name), Labels: map[string]string{clusterv1.ClusterNameLabel: infra}},
 				Data:       map[string][]byte{"value": []byte("#ignition for " + md.Name)},
 			},
-			s.capi(InfrastructureGroup, CAPKVersion, "KubevirtMachineTemplate", md.Name, map[string]any{
-				"template": map[string]any{"spec": map[string]any{
-					"virtualMachineTemplate": map[string]any{
-						"metadata": map[string]any{"namespace": ns},
-						"spec": map[string]any{"runStrategy": "Always", "template": map[string]any{"spec": map[string]any{
-							"domain": map[string]any{"cpu": map[string]any{"cores": int64(2)}, "memory": map[string]any{"guest": "4Gi"}, "devices": map[string]any{}},
-						}}},
-					},
-				}},
-			}),
+			s.capi(p.Group, p.Version, p.Template, md.Name, s.templateSpec(ns)),
 			s.capi(ClusterGroup, "v1beta2", "MachineDeployment", md.Name, map[string]any{
 				"clusterName": infra,
 				"replicas":    int64(md.Replicas),
@@ -170,7 +198,7 @@ func (s HostedClusterSpec) Objects() []client.Object {
 					"spec": map[string]any{
 						"clusterName":       infra,
 						"bootstrap":         map[string]any{"dataSecretName": UserDataSecret(md.Name)},
-						"infrastructureRef": map[string]any{"apiGroup": s.Groups.Group(InfrastructureGroup), "kind": KubevirtMachineTemplateGVK.Kind, "name": md.Name},
+						"infrastructureRef": map[string]any{"apiGroup": s.Groups.Group(p.Group), "kind": p.Template, "name": md.Name},
 					},
 				},
 			}),
@@ -191,13 +219,36 @@ func (s HostedClusterSpec) Objects() []client.Object {
 		}
 	}
 	if s.Deployments {
-		for _, role := range ControlPlaneRoles {
+		for _, role := range s.roles() {
 			// Each Deployment's ServiceAccount first, as HyperShift writes it: with ServiceAccount admission on
 			// (testenv.Options.ServiceAccounts), a Pod of a missing one is refused.
 			out = append(out, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role}}, s.deployment(role))
 		}
 	}
 	return out
+}
+
+// platform is the hosted cluster's platform (KubeVirt unless set).
+func (s HostedClusterSpec) platform() Platform {
+	if s.Platform.Name == "" {
+		return KubeVirt
+	}
+	return s.Platform
+}
+
+// templateSpec is a NodePool's machine template spec on s's platform.
+func (s HostedClusterSpec) templateSpec(ns string) map[string]any {
+	if t := s.platform().shapes().Template; t != nil {
+		return t
+	}
+	return map[string]any{"template": map[string]any{"spec": map[string]any{
+		"virtualMachineTemplate": map[string]any{
+			"metadata": map[string]any{"namespace": ns},
+			"spec": map[string]any{"runStrategy": "Always", "template": map[string]any{"spec": map[string]any{
+				"domain": map[string]any{"cpu": map[string]any{"cores": int64(2)}, "memory": map[string]any{"guest": "4Gi"}, "devices": map[string]any{}},
+			}}},
+		},
+	}}}
 }
 
 func (s HostedClusterSpec) capi(standardGroup, version, kind, name string, spec map[string]any) *unstructured.Unstructured {
@@ -259,17 +310,37 @@ func (s HostedClusterSpec) hostedControlPlane() *hyperv1.HostedControlPlane {
 	}
 }
 
+// deployment is role's Deployment, shaped as HyperShift renders one where the injector looks: the component
+// label on the Pods, the main container named as HyperShift names it, with the Pod's service-account token in a
+// projected kube-api-access volume (written out: testenv runs without ServiceAccount admission by default).
 func (s HostedClusterSpec) deployment(role string) *appsv1.Deployment {
-	labels := map[string]string{"app": role}
-	tmpl := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels},
-		Spec: corev1.PodSpec{
-			ServiceAccountName: role,
-			Containers:         []corev1.Container{{Name: "manager", Image: fmt.Sprintf("capitest.invalid/%s:simulated", role)}},
-		},
+	selector := map[string]string{"app": role}
+	ct := corev1.Container{
+		Name: mainContainer[role], Image: fmt.Sprintf("capitest.invalid/%s:simulated", role),
+		VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+	}
+	if ct.Name == "" {
+		ct.Name = "manager"
 	}
 	if s.Proxied {
-		tmpl.Annotations = map[string]string{ProxyAnnotation: ProxyInjected}
+		ct.Env = slices.Clone(ProxiedEnv)
+	}
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": role, SimulateLabel: "true", RoleLabel: role, ComponentLabel: role}},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: role, AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{ct},
+			Volumes: []corev1.Volume{{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				DefaultMode: ptr.To[int32](0o644),
+				Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+						Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+						FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+				},
+			}}}},
+		},
 	}
 	replicas := s.DeploymentReplicas
 	return &appsv1.Deployment{
@@ -279,7 +350,7 @@ func (s HostedClusterSpec) deployment(role string) *appsv1.Deployment {
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: tmpl,
 		},

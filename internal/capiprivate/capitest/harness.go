@@ -2,8 +2,9 @@
 // simulated pod a controller-runtime manager in this process with the upstream CAPI controllers, the ledger
 // infrastructure provider or a fake HyperShift operator, reaching kube-apiserver either directly (legacy mode: the
 // standard CRDs) or through the capi-private proxy (private mode); the ledger that counts instance creates and deletes;
-// a deployment player that starts and stops those managers as Deployments are scaled or their pod templates change; and
-// builders of a hosted cluster's object graph in either group set.
+// a deployment player — the kubelet stand-in — that runs those managers for the Pods kube-controller-manager's
+// deployment and ReplicaSet controllers create (admitted by the API server's webhooks, the sidecar injector among
+// them); and builders of a hosted cluster's object graph of each platform in either group set.
 //
 // It is test and dev machinery: import it only from tests and the dev command, never from a production path.
 package capitest
@@ -47,6 +48,10 @@ type Options struct {
 	Ledger *Ledger
 	// Log receives every manager's log (default: discarded).
 	Log logr.Logger
+	// Platforms are the platforms whose kinds the ledger provider reconciles (default: all, Platforms). A
+	// provider running with one platform's RBAC (HyperShift's capi-provider Role for KubeVirt, say) must watch only
+	// that platform's kinds, or its caches never sync.
+	Platforms []Platform
 }
 
 // Harness runs hosted clusters' simulated pods on a hub. Create it with New and Stop it when done.
@@ -68,7 +73,7 @@ type Harness struct {
 	proxied *rest.Config
 }
 
-// New starts a harness: its deployment player watches every Deployment labelled SimulateLabel.
+// New starts a harness: its deployment player runs every Pod labelled SimulateLabel.
 func New(ctx context.Context, o Options) (*Harness, error) {
 	if o.Direct == nil || len(o.WorkloadKubeconfig) == 0 {
 		return nil, errors.New("capitest: Options.Direct and Options.WorkloadKubeconfig are required")
@@ -147,7 +152,7 @@ func (h *Harness) Components(role, _ string) []Component {
 	case RoleCAPI:
 		return []Component{CAPI{}}
 	case RoleProvider:
-		return []Component{Provider{Ledger: h.Ledger}}
+		return []Component{Provider{Ledger: h.Ledger, Platforms: h.opts.Platforms}}
 	case RoleControlPlaneOperator:
 		return []Component{ControlPlaneOperator{Endpoint: h.endpoint, WorkloadKubeconfig: h.opts.WorkloadKubeconfig}}
 	}
@@ -213,17 +218,27 @@ func (h *Harness) CreateHostedCluster(ctx context.Context, spec HostedClusterSpe
 // Namespace is the hosted control plane namespace, where the Cluster API objects live.
 func (hc *HostedCluster) Namespace() string { return hc.Spec.ControlPlaneNamespace() }
 
-// CAPIVersions are the served versions the harness reads Cluster API kinds at (core v1beta2, CAPK v1alpha1).
-var CAPIVersions = map[string]string{
-	"Cluster": "v1beta2", "MachineDeployment": "v1beta2", "MachineSet": "v1beta2", "Machine": "v1beta2",
-	"MachineHealthCheck": "v1beta2",
-	"KubevirtCluster":    CAPKVersion, "KubevirtMachine": CAPKVersion, "KubevirtMachineTemplate": CAPKVersion,
+// CAPIVersions are the served versions the harness reads Cluster API kinds at (core v1beta2, each platform's
+// kinds at its Platform.Version).
+var CAPIVersions = capiVersions()
+
+func capiVersions() map[string]string {
+	m := map[string]string{
+		"Cluster": "v1beta2", "MachineDeployment": "v1beta2", "MachineSet": "v1beta2", "Machine": "v1beta2",
+		"MachineHealthCheck": "v1beta2",
+	}
+	for _, p := range Platforms {
+		for _, k := range p.Kinds() {
+			m[k] = p.Version
+		}
+	}
+	return m
 }
 
 // standardGroupOf is the standard group of a Cluster API kind.
 func standardGroupOf(kind string) string {
-	if strings.HasPrefix(kind, "Kubevirt") {
-		return InfrastructureGroup
+	if p, ok := platformOf(kind); ok {
+		return p.Group
 	}
 	return ClusterGroup
 }
@@ -273,16 +288,21 @@ func (hc *HostedCluster) ScaleDeployment(ctx context.Context, role string, repli
 	return hc.h.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)))
 }
 
-// SetDeploymentProxied injects (or removes) the proxy marker on a simulated Deployment's pod template, which
-// replaces its pods with ones in the other mode.
+// SetDeploymentProxied points (or stops pointing) the main container of a simulated Deployment's pod template at
+// a sidecar on loopback (ProxiedEnv), which replaces its pods with ones in the other mode.
 func (hc *HostedCluster) SetDeploymentProxied(ctx context.Context, role string, proxied bool) error {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace(), Name: role}}
-	value := "null"
-	if proxied {
-		value = `"` + ProxyInjected + `"`
+	d := &appsv1.Deployment{}
+	if err := hc.h.Client.Get(ctx, types.NamespacedName{Namespace: hc.Namespace(), Name: role}, d); err != nil {
+		return err
 	}
-	patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%s}}}}}`, ProxyAnnotation, value)
-	return hc.h.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, patch))
+	ct := &d.Spec.Template.Spec.Containers[0]
+	ct.Env = slices.DeleteFunc(ct.Env, func(e corev1.EnvVar) bool {
+		return slices.ContainsFunc(ProxiedEnv, func(p corev1.EnvVar) bool { return p.Name == e.Name })
+	})
+	if proxied {
+		ct.Env = append(ct.Env, ProxiedEnv...)
+	}
+	return hc.h.Client.Update(ctx, d)
 }
 
 // DeploymentsAvailable reports whether every simulated Deployment of the hosted cluster has observed its

@@ -83,11 +83,14 @@ type Manager struct {
 	kill   *killSwitch
 }
 
-// Leader-election timings: short, so a successor takes over quickly after a pod is killed without releasing.
+// Leader-election timings: controller-runtime's defaults, as the real components run them. Shorter ones lose the
+// lease on a loaded machine (a renewal slower than the deadline), and a lost lease exits the manager: a container
+// restart, which the migration's health check rightly counts. A stopped pod releases its lease, so a successor
+// takes over at once; only a pod killed without releasing keeps it for LeaseDuration.
 var (
-	leaseDuration = 4 * time.Second
-	renewDeadline = 3 * time.Second
-	retryPeriod   = 500 * time.Millisecond
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
 )
 
 // StartManager builds a manager on cfg, sets up the components and starts it. Call Stop (or watch Done).

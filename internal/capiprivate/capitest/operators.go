@@ -229,7 +229,7 @@ func hostedClusterOf(ctx context.Context, r client.Reader, obj client.Object) *h
 
 // HostedClusterOperator is a fake HyperShift operator, cluster-wide: for each HostedCluster it reconciles it copies
 // the HostedControlPlane's endpoint to the HostedCluster's status (with Available), and marks the externally
-// managed KubevirtCluster <infraID> of the control plane namespace provisioned (status.ready, and
+// managed infrastructure cluster <infraID> of the control plane namespace (any platform's) provisioned (status.ready, and
 // spec.controlPlaneEndpoint, which HyperShift sets only on some platforms). It creates nothing: CreateHostedCluster
 // plays the operator's creates.
 //
@@ -275,11 +275,13 @@ func (o HostedClusterOperator) Setup(_ context.Context, mgr ctrl.Manager) error 
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 	})
 	scoped := builder.WithPredicates(o.scopePredicate(mgr.GetClient()))
-	return ctrl.NewControllerManagedBy(mgr).Named("fake-hypershift-operator-"+o.Name).
+	b := ctrl.NewControllerManagedBy(mgr).Named("fake-hypershift-operator-"+o.Name).
 		For(&hyperv1.HostedCluster{}, scoped).
-		Watches(&hyperv1.HostedControlPlane{}, toHostedCluster, scoped).
-		Watches(newObject(KubevirtClusterGVK), toHostedCluster, scoped).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Watches(&hyperv1.HostedControlPlane{}, toHostedCluster, scoped)
+	for _, p := range Platforms {
+		b = b.Watches(newObject(p.ClusterGVK()), toHostedCluster, scoped)
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(&hoReconciler{HostedClusterOperator: o, client: mgr.GetClient()})
 }
 
@@ -347,11 +349,23 @@ func (h *Harness) StartHyperShiftOperator(ctx context.Context, name string, mode
 	return m, nil
 }
 
+// markInfrastructure writes the control plane endpoint into the infrastructure cluster <infraID>, whichever
+// platform's it is, and marks it provisioned when it is externally managed (else its provider does).
 func (r *hoReconciler) markInfrastructure(ctx context.Context, hcp *hyperv1.HostedControlPlane) error {
-	kc := newObject(KubevirtClusterGVK)
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: hcp.Namespace, Name: hcp.Spec.InfraID}, kc); err != nil {
-		return client.IgnoreNotFound(err)
+	for _, p := range Platforms {
+		kc := newObject(p.ClusterGVK())
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: hcp.Namespace, Name: hcp.Spec.InfraID}, kc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		return r.markProvisioned(ctx, hcp, kc, p.ExternallyManaged)
 	}
+	return nil
+}
+
+func (r *hoReconciler) markProvisioned(ctx context.Context, hcp *hyperv1.HostedControlPlane, kc *unstructured.Unstructured, ready bool) error {
 	if !kc.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
@@ -366,7 +380,7 @@ func (r *hoReconciler) markInfrastructure(ctx context.Context, hcp *hyperv1.Host
 			return err
 		}
 	}
-	if ready, _, _ := unstructured.NestedBool(kc.Object, "status", "ready"); ready {
+	if done, _, _ := unstructured.NestedBool(kc.Object, "status", "ready"); done || !ready {
 		return nil
 	}
 	orig := kc.DeepCopy()

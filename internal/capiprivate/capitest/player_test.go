@@ -29,8 +29,9 @@ func deploymentStatusOf(ctx context.Context, ns, role string) (appsv1.Deployment
 // TestDeploymentPlayer: the simulated Deployments start and stop the managers. Scaling cluster-api to 0 stops the
 // CAPI manager before its Pod object goes; a MachineDeployment scaled meanwhile only grows once cluster-api is back,
 // and the audit log shows that the stopped pod sent nothing after its Pod was gone while the new pod created the
-// Machine. Injecting the proxy marker replaces the pods with Proxied ones, which stay not Ready while there is no
-// proxy (the Deployment turns unavailable) and start once there is one; removing it brings Direct pods back.
+// Machine. Pointing the pod template at a sidecar replaces the pods with Proxied ones, which stay not Ready while there is no
+// proxy (the Deployment turns unavailable) and start once there is one; undoing it brings Direct pods back. The
+// Pods come from kube-controller-manager's deployment and ReplicaSet controllers; the player only runs them.
 func TestDeploymentPlayer(t *testing.T) {
 	ctx := t.Context()
 	spec := HostedClusterSpec{
@@ -134,7 +135,7 @@ func TestDeploymentPlayer(t *testing.T) {
 		return ok, fmt.Sprintf("pods %+v, status %+v", pods, st), err
 	})
 	objs, err = podObjects(ctx, ns, RoleCAPI)
-	if err != nil || len(objs) != 1 || objs[0].Annotations[ProxyAnnotation] != ProxyInjected || objs[0].Status.Phase != corev1.PodPending ||
+	if err != nil || len(objs) != 1 || ModeOf(objs[0].Spec) != Proxied || objs[0].Status.Phase != corev1.PodPending ||
 		!strings.Contains(objs[0].Status.Message, "no proxy") {
 		t.Fatalf("Proxied Pod objects %+v (err %v)", objs, err)
 	}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -50,47 +51,61 @@ func newObject(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	return u
 }
 
-// Provider is the ledger infrastructure provider, CAPK's stand-in: it reconciles KubevirtMachines (and KubevirtClusters
-// not managed externally) in the standard group, so it runs directly in legacy mode and through the proxy in private
-// mode. It honours cluster.x-k8s.io/paused and Cluster.spec.paused. A KubevirtMachine without spec.providerID gets an
-// instance from the ledger (kubevirt://ledger-<n>) and a Ready Node in the workload cluster (reached through the
-// <cluster>-kubeconfig Secret); a deleted one has its instance (and Node) deleted, then its finalizer removed.
+// Provider is the ledger infrastructure provider, the stand-in of every platform's provider (CAPK, CAPA, CAPZ,
+// CAP-Agent: Platforms): it reconciles their machines (and clusters not managed externally) in the standard groups, so
+// it runs directly in legacy mode and through the proxy in private mode. It honours cluster.x-k8s.io/paused and
+// Cluster.spec.paused. A machine without spec.providerID gets an instance from the ledger (kubevirt://ledger-<n>) and a
+// Ready Node in the workload cluster (reached through the <cluster>-kubeconfig Secret); a deleted one has its instance
+// (and Node) deleted, then its finalizer removed.
 type Provider struct {
 	Ledger *Ledger
 	// Concurrency is each controller's MaxConcurrentReconciles (default 2).
 	Concurrency int
+	// Platforms whose kinds it reconciles (default: all, Platforms).
+	Platforms []Platform
 }
 
-// Setup implements Component.
+// Setup implements Component: a machine and a cluster controller for each platform's kinds (Platforms).
 func (p Provider) Setup(_ context.Context, mgr ctrl.Manager) error {
 	if p.Ledger == nil {
 		return fmt.Errorf("the ledger provider needs a ledger")
 	}
 	opts := controller.Options{MaxConcurrentReconciles: max(p.Concurrency, 2)}
-	r := &machineReconciler{client: mgr.GetClient(), ledger: p.Ledger, pending: map[types.UID]Instance{}}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("ledger-kubevirtmachine").
-		For(newObject(KubevirtMachineGVK)).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToInfrastructure)).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToKubevirtMachines)).
-		WithOptions(opts).Complete(r); err != nil {
-		return err
+	platforms := p.Platforms
+	if len(platforms) == 0 {
+		platforms = Platforms
 	}
-	return ctrl.NewControllerManagedBy(mgr).Named("ledger-kubevirtcluster").
-		For(newObject(KubevirtClusterGVK)).
-		WithOptions(opts).Complete(&clusterReconciler{client: mgr.GetClient()})
+	for _, pl := range platforms {
+		r := &machineReconciler{client: mgr.GetClient(), ledger: p.Ledger, platform: pl, pending: map[types.UID]Instance{}}
+		if err := ctrl.NewControllerManagedBy(mgr).Named("ledger-"+strings.ToLower(pl.Machine)).
+			For(newObject(pl.MachineGVK())).
+			Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineToInfrastructure)).
+			Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToMachines)).
+			WithOptions(opts).Complete(r); err != nil {
+			return err
+		}
+		cr := &clusterReconciler{client: mgr.GetClient(), platform: pl, status: pl.shapes().ClusterStatus}
+		if err := ctrl.NewControllerManagedBy(mgr).Named("ledger-" + strings.ToLower(pl.Cluster)).
+			For(newObject(pl.ClusterGVK())).
+			WithOptions(opts).Complete(cr); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func machineToInfrastructure(_ context.Context, o client.Object) []reconcile.Request {
+func (r *machineReconciler) machineToInfrastructure(_ context.Context, o client.Object) []reconcile.Request {
 	m, ok := o.(*clusterv1.Machine)
-	if !ok || m.Spec.InfrastructureRef.APIGroup != InfrastructureGroup || m.Spec.InfrastructureRef.Kind != KubevirtMachineGVK.Kind {
+	if !ok || m.Spec.InfrastructureRef.APIGroup != r.platform.Group || m.Spec.InfrastructureRef.Kind != r.platform.Machine {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}}}
 }
 
-func (r *machineReconciler) clusterToKubevirtMachines(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *machineReconciler) clusterToMachines(ctx context.Context, o client.Object) []reconcile.Request {
+	gvk := r.platform.MachineGVK()
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(KubevirtMachineGVK.GroupVersion().WithKind(KubevirtMachineGVK.Kind + "List"))
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := r.client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: o.GetName()}); err != nil {
 		return nil
 	}
@@ -161,8 +176,9 @@ func machineStep(o machineObservation) machineAction {
 }
 
 type machineReconciler struct {
-	client client.Client
-	ledger *Ledger
+	client   client.Client
+	ledger   *Ledger
+	platform Platform
 
 	mu sync.Mutex
 	// pending are instances created but not yet seen recorded in spec.providerID, by KubevirtMachine UID: a retry
@@ -173,13 +189,13 @@ type machineReconciler struct {
 }
 
 func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	km := newObject(KubevirtMachineGVK)
+	km := newObject(r.platform.MachineGVK())
 	if err := r.client.Get(ctx, req.NamespacedName, km); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	obs := machineObservation{
 		Deleting:     !km.GetDeletionTimestamp().IsZero(),
-		HasFinalizer: slices.Contains(km.GetFinalizers(), MachineFinalizer),
+		HasFinalizer: slices.Contains(km.GetFinalizers(), r.platform.MachineFinalizer),
 		Paused:       annotations.HasPaused(km),
 	}
 	obs.ProviderID, _, _ = unstructured.NestedString(km.Object, "spec", "providerID")
@@ -237,7 +253,7 @@ func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, r.removeFinalizer(ctx, km)
 	case addFinalizer:
 		orig := km.DeepCopy()
-		km.SetFinalizers(append(km.GetFinalizers(), MachineFinalizer))
+		km.SetFinalizers(append(km.GetFinalizers(), r.platform.MachineFinalizer))
 		return reconcile.Result{}, r.client.Patch(ctx, km, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	case createInstance:
 		r.mu.Lock()
@@ -277,7 +293,7 @@ func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request
 
 func (r *machineReconciler) removeFinalizer(ctx context.Context, km *unstructured.Unstructured) error {
 	orig := km.DeepCopy()
-	km.SetFinalizers(slices.DeleteFunc(km.GetFinalizers(), func(f string) bool { return f == MachineFinalizer }))
+	km.SetFinalizers(slices.DeleteFunc(km.GetFinalizers(), func(f string) bool { return f == r.platform.MachineFinalizer }))
 	return client.IgnoreNotFound(r.client.Patch(ctx, km, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
 }
 
@@ -378,12 +394,17 @@ func (r *machineReconciler) deleteNode(ctx context.Context, cluster *clusterv1.C
 	return client.IgnoreNotFound(wc.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 }
 
-// clusterReconciler marks KubevirtClusters provisioned (status.ready), except externally managed ones
-// (cluster.x-k8s.io/managed-by, as HyperShift's are: the HostedCluster operator marks those) and paused ones.
-type clusterReconciler struct{ client client.Client }
+// clusterReconciler marks a platform's infrastructure clusters provisioned (status.ready, with the platform's
+// other status fields), except externally managed ones (cluster.x-k8s.io/managed-by, as HyperShift's are on most
+// platforms: the HostedCluster operator marks those) and paused ones.
+type clusterReconciler struct {
+	client   client.Client
+	platform Platform
+	status   map[string]any
+}
 
 func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	kc := newObject(KubevirtClusterGVK)
+	kc := newObject(r.platform.ClusterGVK())
 	if err := r.client.Get(ctx, req.NamespacedName, kc); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -394,6 +415,11 @@ func (r *clusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, nil
 	}
 	orig := kc.DeepCopy()
+	for k, v := range r.status {
+		if err := unstructured.SetNestedField(kc.Object, runtime.DeepCopyJSONValue(v), "status", k); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	if err := unstructured.SetNestedField(kc.Object, true, "status", "ready"); err != nil {
 		return reconcile.Result{}, err
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -123,90 +125,30 @@ func TestMachineStep(t *testing.T) {
 	}
 }
 
-func TestPlanPods(t *testing.T) {
-	pods := func(hashes ...string) []podState {
-		var out []podState
-		for _, h := range hashes {
-			out = append(out, podState{Hash: h})
-		}
-		return out
-	}
+func TestModeAndRole(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		replicas  int
-		pods      []podState
-		wantStop  []int
-		wantStart int
+		name string
+		env  []corev1.EnvVar
+		want Mode
 	}{
-		{"none running, 1 wanted", 1, nil, nil, 1},
-		{"steady", 2, pods("new", "new"), nil, 0},
-		{"scale up", 3, pods("new"), nil, 2},
-		{"scale down stops the newest", 1, pods("new", "new", "new"), []int{1, 2}, 0},
-		{"scale to 0", 0, pods("new", "new"), []int{0, 1}, 0},
-		{"template change: old pods stop, new ones start", 2, pods("old", "old"), []int{0, 1}, 2},
-		{"mixed: old stops, new fills up", 2, pods("new", "old"), []int{1}, 1},
-		{"mixed with excess new", 1, pods("new", "old", "new"), []int{1, 2}, 0},
-		{"template change while scaled to 0", 0, pods("old"), []int{0}, 0},
+		{"no routing: the kubelet's service address", nil, Direct},
+		{"IPv4 loopback", []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"}}, Proxied},
+		{"IPv6 loopback", []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "::1"}}, Proxied},
+		{"localhost", []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "localhost"}}, Proxied},
+		{"another address", []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.0.1"}}, Direct},
+		{"only the port", []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_PORT", Value: "16443"}}, Direct},
+		{"from a field", []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}, Direct},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stop, start := planPods("new", tc.replicas, tc.pods)
-			if !slices.Equal(stop, tc.wantStop) || start != tc.wantStart {
-				t.Errorf("planPods = stop %v start %d, want stop %v start %d", stop, start, tc.wantStop, tc.wantStart)
+			spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "sidecar-less"}, {Name: "manager", Env: tc.env}}}
+			if got := ModeOf(spec); got != tc.want {
+				t.Errorf("ModeOf = %s, want %s", got, tc.want)
 			}
 		})
 	}
-}
-
-func TestDeploymentStatus(t *testing.T) {
-	for _, tc := range []struct {
-		name                                             string
-		replicas                                         int32
-		pods                                             []podSummary
-		wantReplicas, wantUpdated, wantAvailable, wantUn int32
-		wantAvailableCond                                corev1.ConditionStatus
-		wantProgressing                                  string
-	}{
-		{"all ready", 2, []podSummary{{"h", true}, {"h", true}}, 2, 2, 2, 0, corev1.ConditionTrue, "NewReplicaSetAvailable"},
-		{"starting", 1, []podSummary{{"h", false}}, 1, 1, 0, 1, corev1.ConditionFalse, "ReplicaSetUpdated"},
-		{"scaled to 0, gone", 0, nil, 0, 0, 0, 0, corev1.ConditionTrue, "NewReplicaSetAvailable"},
-		{"old pod still ready", 1, []podSummary{{"old", true}}, 1, 0, 1, 0, corev1.ConditionTrue, "ReplicaSetUpdated"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st := deploymentStatus(7, "h", tc.replicas, tc.pods)
-			if st.ObservedGeneration != 7 || st.Replicas != tc.wantReplicas || st.UpdatedReplicas != tc.wantUpdated ||
-				st.AvailableReplicas != tc.wantAvailable || st.ReadyReplicas != tc.wantAvailable || st.UnavailableReplicas != tc.wantUn {
-				t.Errorf("status %+v", st)
-			}
-			if st.Conditions[0].Type != appsv1.DeploymentAvailable || st.Conditions[0].Status != tc.wantAvailableCond ||
-				st.Conditions[1].Reason != tc.wantProgressing {
-				t.Errorf("conditions %+v", st.Conditions)
-			}
-		})
-	}
-}
-
-func TestTemplateHashAndMode(t *testing.T) {
-	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "x"}}}}
-	injected := *tmpl.DeepCopy()
-	injected.Annotations = map[string]string{ProxyAnnotation: ProxyInjected}
-	if TemplateHash(tmpl) != TemplateHash(*tmpl.DeepCopy()) || TemplateHash(tmpl) == TemplateHash(injected) || len(TemplateHash(tmpl)) != 8 {
-		t.Errorf("hashes %s %s", TemplateHash(tmpl), TemplateHash(injected))
-	}
-	if ModeOf(tmpl) != Direct || ModeOf(injected) != Proxied {
-		t.Errorf("modes %s %s", ModeOf(tmpl), ModeOf(injected))
-	}
-	other := *tmpl.DeepCopy()
-	other.Annotations = map[string]string{ProxyAnnotation: "removed"}
-	if ModeOf(other) != Direct {
-		t.Error("only the value injected means Proxied")
-	}
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cluster-api"}}
-	if RoleOf(d) != "cluster-api" {
-		t.Error(RoleOf(d))
-	}
-	d.Labels = map[string]string{RoleLabel: RoleProvider}
-	if RoleOf(d) != RoleProvider {
-		t.Error(RoleOf(d))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{RoleLabel: RoleProvider}}}
+	if RoleOf(pod) != RoleProvider {
+		t.Error(RoleOf(pod))
 	}
 }
 
@@ -260,7 +202,7 @@ func TestHostedClusterObjects(t *testing.T) {
 				"Secret", "KubevirtMachineTemplate/np1", "MachineDeployment/np1", "MachineHealthCheck/np1",
 				"Secret", "KubevirtMachineTemplate/np2", "MachineDeployment/np2", "MachineHealthCheck/np2",
 				"ServiceAccount", "Deployment", "ServiceAccount", "Deployment", "ServiceAccount", "Deployment",
-				"ServiceAccount", "Deployment", "ServiceAccount", "Deployment"}
+				"ServiceAccount", "Deployment", "ServiceAccount", "Deployment", "ServiceAccount", "Deployment"}
 			if diff := cmp.Diff(want, kinds); diff != "" {
 				t.Errorf("objects (-want +got):\n%s", diff)
 			}
@@ -280,7 +222,7 @@ func TestHostedClusterObjects(t *testing.T) {
 		t.Errorf("MachineDeployment %v", md.Object)
 	}
 	d := objs[len(objs)-1].(*appsv1.Deployment)
-	if ModeOf(d.Spec.Template) != Proxied || d.Labels[SimulateLabel] != "true" || *d.Spec.Replicas != 1 {
+	if ModeOf(d.Spec.Template.Spec) != Proxied || d.Labels[SimulateLabel] != "true" || *d.Spec.Replicas != 1 {
 		t.Errorf("Deployment %+v", d)
 	}
 }
@@ -359,4 +301,31 @@ func TestLedgerPublish(t *testing.T) {
 		}
 		return cm.Data["creates"] == "2" && cm.Data["deletes"] == "1" && cm.Data["live"] == "1", fmt.Sprint(cm.Data), nil
 	})
+}
+
+// ReadAudit reads the files kube-apiserver rotated away before the log itself, oldest first.
+func TestReadAuditRotated(t *testing.T) {
+	dir := t.TempDir()
+	line := func(ua string) string { return `{"userAgent":"` + ua + `","verb":"get"}` + "\n" }
+	for name, body := range map[string]string{
+		"audit-2026-11-26T10-00-00.000.log": line("a"),
+		"audit-2026-11-26T11-00-00.000.log": line("b") + "not json\n",
+		"audit.log":                         line("c"),
+		"audit-policy.yaml":                 line("x"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := ReadAudit(filepath.Join(dir, "audit.log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.UserAgent)
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c"}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
 }

@@ -83,17 +83,26 @@ func controllerSetup(cmd *cobra.Command, kubeconfig string) (*rest.Config, logr.
 	return cfg, log, nil
 }
 
+// applyReroutes replaces c's component table with the --reroute flags (if any).
+func applyReroutes(c *inject.Config, reroutes []string) error {
+	if len(reroutes) == 0 {
+		return nil
+	}
+	c.Reroutes = map[string][]string{}
+	for _, r := range reroutes {
+		comp, containers, err := inject.ParseReroute(r)
+		if err != nil {
+			return fmt.Errorf("--reroute %w", err)
+		}
+		c.Reroutes[comp] = containers
+	}
+	return nil
+}
+
 // injectConfig applies the flags that need parsing to c.
 func injectConfig(c *inject.Config, operatorSelector string, reroutes []string, cpuRequest, memRequest, memLimit string) error {
-	if len(reroutes) > 0 {
-		c.Reroutes = map[string][]string{}
-		for _, r := range reroutes {
-			comp, containers, err := inject.ParseReroute(r)
-			if err != nil {
-				return fmt.Errorf("--reroute %w", err)
-			}
-			c.Reroutes[comp] = containers
-		}
+	if err := applyReroutes(c, reroutes); err != nil {
+		return err
 	}
 	sel, err := labels.Parse(operatorSelector)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/scope"
@@ -23,7 +24,9 @@ import (
 
 func newMigrateCommand() *cobra.Command {
 	var o controller.RunOptions
-	var kubeconfig string
+	var kubeconfig, componentLabel string
+	var reroutes []string
+	deployments := slices.Clone(controller.DefaultDeployments)
 	o.Config = plan.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "migrate",
@@ -35,8 +38,13 @@ func newMigrateCommand() *cobra.Command {
 			if o.LeaderElection && o.LeaderElectionNamespace == "" {
 				return errors.New("--leader-election-namespace is required with --leader-elect")
 			}
-			if len(o.Switcher.(controller.DeploymentSwitcher).Names) == 0 {
+			if len(deployments) == 0 {
 				return errors.New("--deployments must name at least one Deployment")
+			}
+			selection := inject.DefaultConfig("")
+			selection.ComponentLabel = componentLabel
+			if err := applyReroutes(&selection, reroutes); err != nil {
+				return err
 			}
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
@@ -49,9 +57,7 @@ func newMigrateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sw := o.Switcher.(controller.DeploymentSwitcher)
-			sw.Client = c
-			o.Switcher = sw
+			o.Switcher = controller.RolloutSwitcher{Client: c, Names: deployments, Selection: &selection}
 			o.Client = c
 			r, err := controller.Start(cmd.Context(), cfg, o)
 			if err != nil {
@@ -65,8 +71,6 @@ func newMigrateCommand() *cobra.Command {
 			return r.Err()
 		},
 	}
-	names := slices.Clone(controller.DefaultDeployments)
-	o.Switcher = controller.DeploymentSwitcher{Names: names}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	f.StringVar(&o.Namespace, "namespace", "", "only HostedClusters of this namespace (default: all)")
@@ -93,16 +97,18 @@ func newMigrateCommand() *cobra.Command {
 	} {
 		f.DurationVar(d.v, d.name, *d.v, d.help)
 	}
-	f.Func("deployments", "comma-separated Deployments quiesced and switched per hosted control plane (default "+strings.Join(names, ",")+")", func(v string) error {
-		var list []string
+	f.Func("deployments", "comma-separated Deployments quiesced (scaled to 0 before the copy, back at the switch) per hosted control plane (default "+strings.Join(deployments, ",")+")", func(v string) error {
+		deployments = nil
 		for _, n := range strings.Split(v, ",") {
 			if n = strings.TrimSpace(n); n != "" {
-				list = append(list, n)
+				deployments = append(deployments, n)
 			}
 		}
-		o.Switcher = controller.DeploymentSwitcher{Names: list}
 		return nil
 	})
+	// The switch restarts the Pods the injector injects: these two flags must be the injector's.
+	f.StringVar(&componentLabel, "component-label", inject.DefaultComponentLabel, "Pod label whose value names a control plane component (the injector's --component-label)")
+	f.StringArrayVar(&reroutes, "reroute", nil, "COMPONENT=CONTAINER[,CONTAINER...]: a CAPI-dependent component whose Pods the switch restarts (the injector's --reroute; default its built-in table of HyperShift's components)")
 	cmd.AddCommand(newMigrateStatusCommand())
 	return cmd
 }

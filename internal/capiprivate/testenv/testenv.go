@@ -1,9 +1,11 @@
 // Package testenv is capi-private's test harness (reference docs/capi-private.md), on loopback only and with no
 // fake API: a real kube-apiserver and etcd (internal/localhub) with token authentication, audit logging and
-// OwnerReferencesPermissionEnforcement; a real kube-controller-manager running the garbage collector and the
-// namespace controller; the platform's standard CAPI CRDs (v1beta2 only) with a few platform objects, the standard
-// infrastructure provider CRDs, HostedCluster and HostedControlPlane, and the private CRDs, converted by the conversion webhook,
-// which runs in-process over HTTPS.
+// OwnerReferencesPermissionEnforcement; a real kube-controller-manager running the garbage collector, the
+// namespace controller and the deployment and ReplicaSet controllers (Pods of Deployments are created through the
+// API server and its admission webhooks; no scheduler or kubelet runs: capitest's kubelet stand-in runs what the
+// Pods would); the platform's standard CAPI CRDs (v1beta2 only) with a few platform objects, the standard
+// infrastructure provider CRDs, CAP-Agent's CRDs (a group never renamed), HostedCluster and HostedControlPlane,
+// and the private CRDs, converted by the conversion webhook, which runs in-process over HTTPS.
 //
 // It is test and dev machinery: import it only from tests (and the dev command), never from a production path.
 package testenv
@@ -71,8 +73,10 @@ const (
 // crds.FieldManager).
 const FieldManager = "capi-private-testenv"
 
-// GC controllers run by the kube-controller-manager.
-var controllers = []string{"garbage-collector-controller", "namespace-controller"}
+// Controllers run by the kube-controller-manager: the garbage collector, the namespace controller, and the
+// deployment and ReplicaSet controllers (a deleted Pod of a Deployment is replaced through the API server, as in a
+// cluster).
+var controllers = []string{"garbage-collector-controller", "namespace-controller", "deployment-controller", "replicaset-controller"}
 
 // serviceAccountControllers also run with Options.ServiceAccounts.
 var serviceAccountControllers = []string{"serviceaccount-controller", "root-ca-certificate-publisher-controller"}
@@ -114,7 +118,7 @@ type Env struct {
 	AuditLog string
 	// Tokens of AdminUser, LimitedUser and WebhookUser.
 	AdminToken, LimitedToken, WebhookToken string
-	// ControllerManager runs the garbage collector and the namespace controller.
+	// ControllerManager runs the garbage collector, the namespace controller and the workload controllers.
 	ControllerManager *localhub.ControllerManager
 	// Webhook is the in-process conversion webhook, reading CRDs as WebhookUser; Metrics is its registry.
 	Webhook *webhook.Webhook
@@ -319,10 +323,10 @@ func (e *Env) WebhookClientConfig() apiextensionsv1.WebhookClientConfig {
 
 // StandardCRDs are the CRDs testenv installs besides the private ones: the platform set, every vendored
 // infrastructure provider in its standard group (CAPK, CAPA, CAPZ, CAPG, CAPIBM, CAPO: where legacy objects
-// live), HostedCluster and HostedControlPlane.
+// live), CAP-Agent's (never renamed), HostedCluster and HostedControlPlane.
 func StandardCRDs() ([]*unstructured.Unstructured, error) {
 	var all []*unstructured.Unstructured
-	for _, set := range []func() ([]*unstructured.Unstructured, error){upstream.Platform, upstream.StandardInfrastructure, upstream.HyperShift} {
+	for _, set := range []func() ([]*unstructured.Unstructured, error){upstream.Platform, upstream.StandardInfrastructure, AgentCRDs, upstream.HyperShift} {
 		crds, err := set()
 		if err != nil {
 			return nil, err

@@ -159,9 +159,18 @@ func webhookAndCRDs(t *testing.T, wh, installer *deploytest.Identity) {
 	if err := crds.Install(t.Context(), c, crds.InstallOptions{ClientConfig: cc, ProbeNamespace: deploytest.Namespace}); err != nil {
 		t.Fatalf("crds install as %s: %v (403s %v; webhook's %v)", installer.SA, err, installer.Forbidden.List(), wh.Forbidden.List())
 	}
-	_, body := get(metrics + "/metrics")
-	if !strings.Contains(body, `capi_private_webhook_conversions_total{from="v1beta2",kind="Machine",result="success",to="v1beta1"}`) {
-		t.Errorf("the webhook converted no Machine:\n%s", grep(body, "capi_private_webhook_"))
+	// kube-apiserver takes a moment to use a CRD's new conversion config: Install's probe may have been answered by
+	// the webhook the CRDs named before. Probe again, as the installer, until this webhook has converted one.
+	var body string
+	converted := testwait.Poll(time.Minute, func() bool {
+		if err := crds.Probe(t.Context(), c, deploytest.Namespace); err != nil {
+			t.Logf("probe: %v", err)
+		}
+		_, body = get(metrics + "/metrics")
+		return strings.Contains(body, `capi_private_webhook_conversions_total{from="v1beta2",kind="Machine",result="success",to="v1beta1"}`)
+	})
+	if !converted {
+		t.Errorf("the webhook converted no Machine within a minute:\n%s", grep(body, "capi_private_webhook_"))
 	}
 }
 

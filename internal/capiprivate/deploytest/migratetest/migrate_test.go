@@ -17,6 +17,8 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/deploytest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
@@ -31,14 +33,15 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
-// run starts the hub, a proxy (the private operator's) and the CAPI harness.
+// run starts the hub (with ServiceAccount admission, for the injector's probe Pod), a proxy (the private
+// operator's), the CAPI harness and the sidecar injector as installed (the migrator's switch rolls through it).
 func run(m *testing.M) int {
 	klog.SetLogger(logr.Discard())
 	ctrllog.SetLogger(logr.Discard())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var err error
-	if env, err = testenv.Start(ctx, testenv.Options{}); err != nil {
+	if env, err = testenv.Start(ctx, testenv.Options{ServiceAccounts: true}); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		_ = env.Stop()
 		return 1
@@ -61,6 +64,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "capitest:", err)
 		return 1
 	}
+	in, err := injecttest.StartInstalled(ctx, env.Client, injecttest.InjectorOptions{
+		Kube: env.TokenConfig(env.AdminToken), Config: inject.DefaultConfig("registry.example/capi-private:test"),
+		CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile, CA: env.WebhookCA,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "injector:", err)
+		return 1
+	}
+	defer func() { _ = in.Stop() }()
 	code := m.Run()
 	if err := harness.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "capitest: stop:", err)

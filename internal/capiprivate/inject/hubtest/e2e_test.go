@@ -206,7 +206,8 @@ func TestCAPIThroughInjectedSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := capitest.New(ctx, capitest.Options{Direct: env.TokenConfig(env.AdminToken), WorkloadKubeconfig: workload, Log: logger()})
+	h, err := capitest.New(ctx, capitest.Options{Direct: env.TokenConfig(env.AdminToken), WorkloadKubeconfig: workload, Log: logger(),
+		Platforms: []capitest.Platform{capitest.KubeVirt}}) // HyperShift's capi-provider Role here is KubeVirt's
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,10 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,4 +90,40 @@ func (in *Injector) Stop() error {
 	in.cancel()
 	<-in.exited
 	return in.err
+}
+
+// StartInstalled runs the injector as installed: registered (as "capi-private-inject") for every namespace marked
+// for injection, and waits until kube-apiserver sends it Pods, proved by injecting HyperShift's cluster-api Pod in
+// a marked probe namespace. The hub needs ServiceAccount admission (the Pod's projected kube-api-access volume).
+// A switch's rollout goes through it.
+func StartInstalled(ctx context.Context, c client.Client, o InjectorOptions) (*Injector, error) {
+	o.Registration = "capi-private-inject"
+	in, err := StartInjector(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	// The probe Pod is HyperShift's cluster-api Pod: its PriorityClass must exist.
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "hypershift-control-plane"}, Value: 100000000}
+	if err := c.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
+		_ = in.Stop()
+		return nil, err
+	}
+	probe := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "inject-probe", Labels: map[string]string{inject.MarkerLabel: inject.MarkerValue}}}
+	f, err := Load("cluster-api", probe.Name)
+	if err == nil {
+		err = c.Create(ctx, probe)
+	}
+	if err == nil {
+		err = c.Create(ctx, f.ServiceAccount)
+	}
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		err = WaitEffective(wctx, c, probe.Name, in.Exited())
+	}
+	if err != nil {
+		_ = in.Stop()
+		return nil, err
+	}
+	return in, nil
 }

@@ -292,16 +292,8 @@ func TestCleanupFailsAfterCommit(t *testing.T) {
 }
 
 func allProxied(t *testing.T, r *rig) bool {
-	list := &appsv1.DeploymentList{}
-	if err := harness.Client.List(t.Context(), list, client.InNamespace(r.hc.Namespace())); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range list.Items {
-		if slices.Contains(controller.DefaultDeployments, d.Name) && d.Spec.Template.Annotations[plan.ProxyAnnotation] != plan.ProxyInjected {
-			return false
-		}
-	}
-	return true
+	injected, uninjected := r.dependentPods()
+	return len(uninjected) == 0 && len(injected) >= len(dependentRoles)
 }
 
 // TestRetryAfterIncompleteRollback: a run fails (a private create denied) and its rollback cannot remove the twins

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
@@ -371,5 +372,72 @@ func checkExampleMachines(t *testing.T, r *rig, n int) {
 	}
 	if left := listExample(t, infraGroup, "ExampleMachine", r.hc.Namespace()); len(left) != 0 {
 		t.Errorf("%d standard ExampleMachines left", len(left))
+	}
+}
+
+// dependentRoles are the simulated CAPI-dependent components of every rig's hosted cluster (HyperShift's names,
+// read off its rendered Deployments independently of the injector's table).
+var dependentRoles = []string{capitest.RoleCAPI, capitest.RoleProvider, capitest.RoleAutoscaler, capitest.RoleMachineApprover, capitest.RoleHCCO}
+
+// sidecar reports whether pod runs a native sidecar (an init container that always restarts): the injected proxy.
+func sidecar(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool {
+		return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+	})
+}
+
+// dependentPods names the Pods of CAPI-dependent components in the hosted control plane namespace, with and
+// without the sidecar (terminating ones included).
+func (r *rig) dependentPods() (injected, uninjected []string) {
+	r.t.Helper()
+	list := &corev1.PodList{}
+	if err := harness.Client.List(r.t.Context(), list, client.InNamespace(r.hc.Namespace())); err != nil {
+		r.t.Fatal(err)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		role := p.Labels[capitest.ComponentLabel]
+		if !slices.Contains(dependentRoles, role) && role != capitest.RoleKarpenterOperator {
+			continue
+		}
+		if sidecar(p) {
+			injected = append(injected, p.Name)
+		} else {
+			uninjected = append(uninjected, p.Name)
+		}
+	}
+	return injected, uninjected
+}
+
+// marked reports whether the hosted control plane namespace carries the injector's marker.
+func (r *rig) marked() bool {
+	r.t.Helper()
+	ns := &corev1.Namespace{}
+	if err := harness.Client.Get(r.t.Context(), client.ObjectKey{Name: r.hc.Namespace()}, ns); err != nil {
+		r.t.Fatal(err)
+	}
+	return ns.Labels[inject.MarkerLabel] == inject.MarkerValue
+}
+
+// checkRollout asserts the rollout's end state: proxied, the namespace is marked and every CAPI-dependent
+// component runs only Pods with the sidecar, each Pod a new one (none of before); legacy, the namespace is
+// unmarked and no Pod carries the sidecar.
+func (r *rig) checkRollout(proxied bool, before []string) {
+	r.t.Helper()
+	testwait.For(r.t, 2*time.Minute, fmt.Sprintf("the rollout to end (proxied %v)", proxied), func() bool {
+		injected, uninjected := r.dependentPods()
+		if proxied {
+			return len(uninjected) == 0 && len(injected) >= len(dependentRoles)
+		}
+		return len(injected) == 0
+	})
+	if r.marked() != proxied {
+		r.t.Errorf("namespace marked %v, want %v", r.marked(), proxied)
+	}
+	injected, uninjected := r.dependentPods()
+	for _, p := range append(injected, uninjected...) {
+		if proxied && slices.Contains(before, p) {
+			r.t.Errorf("pod %s of before the switch still runs", p)
+		}
 	}
 }

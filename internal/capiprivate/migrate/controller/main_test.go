@@ -14,6 +14,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
 )
 
@@ -30,7 +32,9 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	var opts testenv.Options
+	// ServiceAccount admission: the injector's readiness probe creates a HyperShift-shaped Pod (its projected
+	// kube-api-access volume comes from the plugin).
+	opts := testenv.Options{ServiceAccounts: true}
 	log := logr.Discard()
 	if os.Getenv("CAPI_TESTENV_VERBOSE") != "" {
 		opts.ControllerManagerOutput = os.Stderr
@@ -69,6 +73,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "capitest:", err)
 		return 1
 	}
+	stopInjector, err := startInjector(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "injector:", err)
+		return 1
+	}
+	defer stopInjector()
 	fmt.Fprintf(os.Stderr, "testenv started: %s\n", env.Timings)
 	code := m.Run()
 	if err := harness.Stop(); err != nil {
@@ -76,4 +86,16 @@ func run(m *testing.M) int {
 		code = max(code, 1)
 	}
 	return code
+}
+
+// startInjector runs the sidecar injector (`capi-private inject`, in this process) as installed.
+func startInjector(ctx context.Context) (func(), error) {
+	in, err := injecttest.StartInstalled(ctx, env.Client, injecttest.InjectorOptions{
+		Kube: env.TokenConfig(env.AdminToken), Config: inject.DefaultConfig("registry.example/capi-private:test"),
+		CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile, CA: env.WebhookCA,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = in.Stop() }, nil
 }

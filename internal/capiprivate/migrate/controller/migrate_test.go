@@ -49,13 +49,14 @@ func testConfig() plan.Config {
 // rig is one legacy hosted cluster in its own namespace with a legacy and a private fake HyperShift operator
 // (each accepting only its scope), and the migrate manager when started.
 type rig struct {
-	t       *testing.T
-	ns      string
-	hc      *capitest.HostedCluster
-	key     types.NamespacedName
-	reg     *prometheus.Registry
-	metrics *controller.Metrics
-	mig     *controller.Running
+	t        *testing.T
+	platform capitest.Platform // of the hosted cluster (KubeVirt when unset)
+	ns       string
+	hc       *capitest.HostedCluster
+	key      types.NamespacedName
+	reg      *prometheus.Registry
+	metrics  *controller.Metrics
+	mig      *controller.Running
 
 	mu      sync.Mutex
 	actions []timedAction
@@ -85,6 +86,12 @@ func newRig(t *testing.T, name string, mds, machines int, annotations map[string
 
 func newRigWith(t *testing.T, name string, mds, machines int, annotations map[string]string, privateLater bool) *rig {
 	t.Helper()
+	return newRigSpec(t, name, mds, machines, annotations, privateLater, nil)
+}
+
+// newRigSpec is newRigWith with the hosted cluster's spec adjusted by mutate (nil: as LegacyHostedCluster makes it).
+func newRigSpec(t *testing.T, name string, mds, machines int, annotations map[string]string, privateLater bool, mutate func(*capitest.HostedClusterSpec)) *rig {
+	t.Helper()
 	ctx := t.Context()
 	ns := env.NewNamespace(t, "mig")
 	r := &rig{t: t, ns: ns, key: types.NamespacedName{Namespace: ns, Name: name}}
@@ -98,6 +105,10 @@ func newRigWith(t *testing.T, name string, mds, machines int, annotations map[st
 	}
 	spec := capitest.LegacyHostedCluster(ns, name, mds, machines)
 	spec.Annotations = annotations
+	if mutate != nil {
+		mutate(&spec)
+	}
+	r.platform = spec.Platform
 	if r.hc, err = harness.CreateHostedCluster(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +236,22 @@ func (r *rig) list(g capitest.Groups, kind string) []unstructured.Unstructured {
 	return items
 }
 
+// graphKinds are the kinds of the rig's hosted cluster that move: the core kinds and, when its provider's group
+// is renamed, the platform's.
+func (r *rig) graphKinds() []string {
+	if r.platform.Name == "" || r.platform.Name == capitest.KubeVirt.Name {
+		return graphKinds
+	}
+	core := []string{"Cluster", "MachineDeployment", "MachineSet", "Machine", "MachineHealthCheck"}
+	if _, renamed := groups.Default.ToPrivate(r.platform.Group); !renamed {
+		return core
+	}
+	return append(core, r.platform.Kinds()...)
+}
+
 func (r *rig) count(g capitest.Groups) map[string]int {
 	out := map[string]int{}
-	for _, k := range graphKinds {
+	for _, k := range r.graphKinds() {
 		out[k] = len(r.list(g, k))
 	}
 	return out
@@ -256,7 +280,7 @@ func (r *rig) checkMigrated(wantCounts map[string]int, machines int) {
 	uids := map[types.UID]bool{}
 	from := map[string]bool{}
 	var all []unstructured.Unstructured
-	for _, k := range graphKinds {
+	for _, k := range r.graphKinds() {
 		for _, o := range r.list(capitest.PrivateGroups, k) {
 			uids[o.GetUID()] = true
 			// Non-empty on every twin (a MachineSet's is its MachineDeployment's once CAPI synced its annotations).
@@ -382,6 +406,7 @@ func TestMigrateEndToEnd(t *testing.T) {
 	md := r.hc.Spec.MachineDeployments[0].Name
 	applyLabels(t, harness.Client, capitest.StandardGroups, r.hc.Namespace(), md, "a", "b")
 	deletes := watchDeletes(t, r.hc.Namespace(), standardKinds()...)
+	_, legacyPods := r.dependentPods()
 	begin := time.Now()
 	r.start(nil)
 	seenLocked := false
@@ -398,6 +423,8 @@ func TestMigrateEndToEnd(t *testing.T) {
 		t.Errorf("actions %v, want %v", got, want)
 	}
 	r.checkMigrated(wantCounts, mds*machines)
+	// The switch was a rollout: every CAPI-dependent component runs new Pods with the sidecar.
+	r.checkRollout(true, legacyPods)
 	// managedFields came along, their apiVersions translated.
 	newCluster := r.list(capitest.PrivateGroups, "Cluster")[0]
 	managers := map[string]string{}
@@ -698,6 +725,8 @@ func TestRollbackOrderAfterResume(t *testing.T) {
 			if err := safeOrder(kinds); err != nil {
 				t.Error(err)
 			}
+			// The rollout back: the namespace unmarked, no Pod with the sidecar left.
+			r.checkRollout(false, nil)
 			if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
 				t.Fatal(err)
 			}

@@ -44,8 +44,13 @@ type Options struct {
 	// Mapping is the group table (groups.Default). The kinds moved are discovered: every namespaced kind of a
 	// standard group of the table whose private CRD is installed.
 	Mapping *groups.Mapping
-	// Switcher moves the controllers (a DeploymentSwitcher over DefaultDeployments).
+	// Switcher moves the controllers (a RolloutSwitcher over DefaultDeployments and the injector's default
+	// component table).
 	Switcher Switcher
+	// ProxyClient reads through the proxy's translation in this process (ProxyClient; Start and New build it from
+	// their config). Switching reads the cluster's objects with it before the run may go on; without it a run
+	// never leaves Switching.
+	ProxyClient client.WithWatch
 	// Namespace limits the migrator and the classifier to the HostedClusters of one namespace ("" = all).
 	Namespace string
 	// ProbeNamespace is where the conversion probe runs ("default").
@@ -86,6 +91,11 @@ func New(cfg *rest.Config, o Options) (*Migrator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.ProxyClient == nil {
+		if o.ProxyClient, err = ProxyClient(cfg, o.Mapping); err != nil {
+			return nil, err
+		}
+	}
 	return NewWithClient(c, disc, o), nil
 }
 
@@ -98,7 +108,7 @@ func NewWithClient(c client.Client, disc discovery.DiscoveryInterface, o Options
 	}
 	c = client.WithFieldOwner(c, plan.FieldManager)
 	if o.Switcher == nil {
-		o.Switcher = DeploymentSwitcher{Client: c}
+		o.Switcher = RolloutSwitcher{Client: c}
 	}
 	if o.ProbeNamespace == "" {
 		o.ProbeNamespace = "default"

@@ -196,7 +196,7 @@ func (m *Migrator) observe(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 		o.Fingerprint = plan.Fingerprint(append(slices.Clone(g.old), g.unmovableObjs...)) + "/" + w.Fingerprint
 	}
 	observeCounts(&o, g)
-	if err := m.observePhase(ctx, &o, g, s); err != nil {
+	if err := m.observePhase(ctx, &o, g, w, s); err != nil {
 		return o, g, err
 	}
 	return o, g, nil
@@ -213,6 +213,7 @@ func observeWorkloads(o *plan.Observation, g graph, w Workloads) {
 	}
 	o.LegacyScaledDown, o.LegacyPods = w.LegacyScaledDown, w.LegacyPods
 	o.Switched, o.WorkloadsAvailable = w.Switched, w.Available
+	o.UninjectedPods, o.StalePods = w.UninjectedPods, w.StalePods
 	o.ProxiedReplicas, o.ProxiedPods = w.ProxiedReplicas, w.ProxiedPods
 	o.LegacyRestored = w.Restored && (clusterOf(g.old) == nil || !paused(clusterOf(g.old)))
 }
@@ -225,9 +226,9 @@ func (m *Migrator) blocks(g graph, w Workloads, s plan.State) []plan.Block {
 	for _, st := range g.id.Strays {
 		out = append(out, plan.Block{Class: plan.ClassStrayPrivateObject, Object: st, Detail: "no migrated-from-uid of this cluster's objects"})
 	}
-	if w.ProxiedReplicas > 0 || w.ProxiedPods > 0 {
-		out = append(out, plan.Block{Class: plan.ClassProxiedWhileLegacy, Object: "Deployments",
-			Detail: fmt.Sprintf("%d replicas, %d pods with the proxy", w.ProxiedReplicas, w.ProxiedPods)})
+	if w.Marked || w.InjectedPods > 0 {
+		out = append(out, plan.Block{Class: plan.ClassProxiedWhileLegacy, Object: "Pods",
+			Detail: fmt.Sprintf("namespace marked for injection %v, %d pods with the proxy", w.Marked, w.InjectedPods)})
 	}
 	return out
 }
@@ -263,8 +264,9 @@ func observeCounts(o *plan.Observation, g graph) {
 	}
 }
 
-// observePhase fills what only some phases read: missing twins, dependents to re-point, verification, health.
-func (m *Migrator) observePhase(ctx context.Context, o *plan.Observation, g graph, s plan.State) error {
+// observePhase fills what only some phases read: missing twins, dependents to re-point, verification, the reads
+// through the proxy, health.
+func (m *Migrator) observePhase(ctx context.Context, o *plan.Observation, g graph, w Workloads, s plan.State) error {
 	complete := g.api.incomplete == ""
 	var err error
 	switch s.Phase {
@@ -281,9 +283,13 @@ func (m *Migrator) observePhase(ctx context.Context, o *plan.Observation, g grap
 			o.MissingTwins = m.missingTwins(g, s.ID)
 			o.VerifyProblems = m.copier.Verify(g.old, g.private, g.id.Twins, s.ID)
 		}
+	case plan.PhaseSwitching:
+		if o.Switched && o.WorkloadsAvailable {
+			o.ProxyProblem = m.proxyProblem(ctx, g)
+		}
 	case plan.PhaseResuming:
 		o.BornObjects = g.id.Strays
-		o.Unhealthy = unhealthy(g, o.WorkloadsAvailable)
+		o.Unhealthy = unhealthy(g, w)
 	case plan.PhaseRollingBack:
 		if complete {
 			o.TwinDependents, err = m.countDependents(ctx, g, g.id.Twins.Invert(g.old))
@@ -336,40 +342,6 @@ func clusterOf(objs []unstructured.Unstructured) *unstructured.Unstructured {
 func paused(o *unstructured.Unstructured) bool {
 	p, _, _ := unstructured.NestedBool(o.Object, "spec", "paused")
 	return p
-}
-
-// unhealthy is Resuming's health check ("" when green): workloads Available, MachineDeployment and MachineSet
-// counters of the twins equal to the old objects', no deletionTimestamp on a private object.
-func unhealthy(g graph, available bool) string {
-	if !available {
-		return "proxied workloads not Available"
-	}
-	byUID := map[types.UID]*unstructured.Unstructured{}
-	for i := range g.private {
-		p := &g.private[i]
-		byUID[p.GetUID()] = p
-		if p.GetDeletionTimestamp() != nil {
-			return p.GetKind() + "/" + p.GetName() + " is being deleted"
-		}
-	}
-	for i := range g.old {
-		o := &g.old[i]
-		if o.GetKind() != "MachineDeployment" && o.GetKind() != "MachineSet" {
-			continue
-		}
-		tw := byUID[g.id.Twins[o.GetUID()].UID]
-		if tw == nil {
-			return o.GetKind() + "/" + o.GetName() + " has no twin"
-		}
-		for _, f := range []string{"replicas", "readyReplicas", "availableReplicas"} {
-			a, _, _ := unstructured.NestedInt64(o.Object, "status", f)
-			b, _, _ := unstructured.NestedInt64(tw.Object, "status", f)
-			if a != b {
-				return fmt.Sprintf("%s/%s status.%s %d, was %d", o.GetKind(), o.GetName(), f, b, a)
-			}
-		}
-	}
-	return ""
 }
 
 // dependent is an object outside the mapped groups with an ownerReference to one of a set of UIDs.

@@ -88,6 +88,11 @@ func Start(ctx context.Context, cfg *rest.Config, o RunOptions) (*Running, error
 	if o.Recorder == nil {
 		o.Recorder = mgr.GetEventRecorderFor("capi-private-migrate")
 	}
+	if o.ProxyClient == nil {
+		if o.ProxyClient, err = ProxyClient(cfg, o.Mapping); err != nil {
+			return nil, err
+		}
+	}
 	m := NewWithClient(c, disc, o.Options)
 	cl := &Classifier{Client: c, Namespace: o.Namespace, Mapping: m.opts.Mapping, Recorder: o.Recorder, Log: o.Log.WithName("classifier")}
 	if err := cl.SetupWithManager(mgr); err != nil {

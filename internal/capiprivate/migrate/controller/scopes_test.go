@@ -2,6 +2,10 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,10 +105,10 @@ func TestClassifierAndScopes(t *testing.T) {
 		return out
 	}
 	if g := groupsOf(privateOp); !g["infrastructure.cluster.hypershift.openshift.io"] || g["infrastructure.cluster.x-k8s.io"] {
-		t.Errorf("the private operator's requests in %v, want the private groups only (through the proxy)", g)
+		t.Errorf("the private operator's requests in %v, want the private groups only (through the proxy); audit files %s", g, auditFiles())
 	}
 	if g := groupsOf(legacyOp); !g["infrastructure.cluster.x-k8s.io"] || g["infrastructure.cluster.hypershift.openshift.io"] {
-		t.Errorf("the legacy operator's requests in %v, want the standard groups only", g)
+		t.Errorf("the legacy operator's requests in %v, want the standard groups only; audit files %s", g, auditFiles())
 	}
 }
 
@@ -134,4 +138,16 @@ func checkScopes(t *testing.T, hc types.NamespacedName, legacyOp, privateOp stri
 	if harness.Reconciles.Count(legacyOp, hc) == 0 || harness.Reconciles.Count(privateOp, hc) == 0 {
 		t.Errorf("legacy %d, private %d reconciles of %s: want both (before and after)", harness.Reconciles.Count(legacyOp, hc), harness.Reconciles.Count(privateOp, hc), hc)
 	}
+}
+
+// auditFiles names the audit log's files (the log and those rotated away) with their sizes, for a failure message.
+func auditFiles() string {
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(env.AuditLog), "audit*.log"))
+	var out []string
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			out = append(out, fmt.Sprintf("%s (%d MB)", filepath.Base(f), fi.Size()>>20))
+		}
+	}
+	return strings.Join(out, ", ")
 }

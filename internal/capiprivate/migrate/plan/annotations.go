@@ -69,9 +69,6 @@ const (
 	MigratedFromUIDAnnotation = "hypershift.openshift.io/private-capi-migrated-from-uid"
 	// OriginalReplicasAnnotation on a quiesced Deployment records its replicas.
 	OriginalReplicasAnnotation = "hypershift.openshift.io/private-capi-original-replicas"
-	// ProxyAnnotation on a pod template means the proxy sidecar is injected; ProxyInjected is its value.
-	ProxyAnnotation = "hypershift.openshift.io/private-capi-proxy"
-	ProxyInjected   = "injected"
 
 	// DeleteForMoveAnnotation is clusterctl's hint set on an object before a move deletes it: providers' webhooks
 	// and controllers let such a delete through without acting on the infrastructure.

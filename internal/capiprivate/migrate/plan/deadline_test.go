@@ -126,9 +126,9 @@ func TestCleanupStalls(t *testing.T) {
 	ann := map[string]string{InProgressAnnotation: "true", PrivateTypesAnnotation: "true", PhaseAnnotation: string(PhaseCleaningUp),
 		IDAnnotation: "run1", PhaseStartedAnnotation: formatTime(t0)}
 	late := t0.Add(c.CleanupTimeout + 8*time.Minute)
-	pods := Observation{Now: late, LegacyClusterPaused: true, LegacyPods: 1, ProxiedReplicas: 3}
+	pods := Observation{Now: late, LegacyClusterPaused: true, UninjectedPods: 1, ProxiedReplicas: 3}
 	a := Step(ReadState(ann, false), pods, c)
-	if a.Kind != Persist || !strings.Contains(a.Changes.Set[StalledAnnotation], "pods still run without the proxy") {
+	if a.Kind != Persist || !strings.Contains(a.Changes.Set[StalledAnnotation], "still run without the proxy") {
 		t.Fatalf("overdue: %v", a)
 	}
 	ann = a.Changes.Apply(ann)
@@ -137,12 +137,12 @@ func TestCleanupStalls(t *testing.T) {
 		t.Errorf("stalled: %v, want a Wait of 2m", a)
 	}
 	del := pods
-	del.LegacyPods, del.OldObjects = 0, 4
+	del.UninjectedPods, del.OldObjects = 0, 4
 	if a := Step(ReadState(ann, false), del, c); a.Kind != DeleteOld {
 		t.Errorf("stalled with objects left: %v, want DeleteOld", a)
 	}
 	done := pods
-	done.LegacyPods = 0
+	done.UninjectedPods = 0
 	a = Step(ReadState(ann, false), done, c)
 	if a.Kind != Persist || !slices.Contains(a.Changes.Remove, StalledAnnotation) || !slices.Contains(a.Changes.Remove, InProgressAnnotation) {
 		t.Errorf("done after stalling: %v", a)

@@ -76,10 +76,17 @@ type Observation struct {
 	// deleted, and LeftoverDependents the other objects whose ownerReferences name a leftover that has an original.
 	Leftovers, LeftoversDeleting, LeftoverDependents int
 
-	// Switched: every quiesced Deployment runs with the proxy injected and its replicas restored.
+	// Switched: the hosted control plane namespace is marked for injection, every quiesced Deployment has its
+	// replicas back, and every Pod of a CAPI-dependent component not already being deleted carries the sidecar.
 	Switched bool
-	// WorkloadsAvailable: those Deployments are Available with all replicas updated.
+	// WorkloadsAvailable: the quiesced Deployments are Available with all replicas updated.
 	WorkloadsAvailable bool
+	// UninjectedPods are Pods of CAPI-dependent components without the sidecar (they see the standard groups),
+	// terminating ones included; StalePods are those of them not being deleted yet.
+	UninjectedPods, StalePods int
+	// ProxyProblem says what failed when the migrator read the cluster's objects (get, list, watch) through the
+	// proxy's translation, as the sidecars do ("" when every read worked). Switching observes it.
+	ProxyProblem string
 
 	// PrivateClusterExists and PrivateClusterPaused describe the private twin of the Cluster.
 	PrivateClusterExists bool
@@ -125,7 +132,7 @@ const (
 	RemoveLeftovers      Kind = "RemoveLeftovers"      // remove an earlier run's twins without triggering deletes
 	CopyTwins            Kind = "CopyTwins"            // create the missing twins, owners first
 	RepointToTwins       Kind = "RepointToTwins"       // ownerReferences to old UIDs → the twins
-	Switch               Kind = "Switch"               // inject the proxy and restore replicas
+	Switch               Kind = "Switch"               // mark for injection, restart uninjected pods, restore replicas
 	UnpausePrivate       Kind = "UnpausePrivate"       // clear spec.paused on the private Cluster
 	DeleteOld            Kind = "DeleteOld"            // remove the standard objects without triggering deletes
 
@@ -133,7 +140,7 @@ const (
 	PausePrivate  Kind = "PausePrivate"  // rollback 3: set spec.paused on the private Cluster
 	RepointToOld  Kind = "RepointToOld"  // rollback 4: ownerReferences to twins → the old objects
 	DeleteTwins   Kind = "DeleteTwins"   // rollback 5: remove the twins without triggering deletes
-	RestoreLegacy Kind = "RestoreLegacy" // rollback 6: remove the injection, restore replicas, unpause
+	RestoreLegacy Kind = "RestoreLegacy" // rollback 6: unmark, restart injected pods, restore replicas, unpause
 )
 
 // Action is Step's decision.
@@ -229,9 +236,11 @@ func forward(s State, o Observation, c Config, phase Phase) Action {
 	case PhaseSwitching:
 		switch {
 		case !o.Switched:
-			return Action{Kind: Switch, Why: "inject the proxy and restore replicas"}
+			return Action{Kind: Switch, Why: fmt.Sprintf("mark the namespace for injection, restart %d pods without the proxy, restore replicas", o.StalePods)}
 		case !o.WorkloadsAvailable:
 			return wait(c.Poll, "proxied workloads not Available yet")
+		case o.ProxyProblem != "":
+			return wait(c.Poll, "reading through the proxy failed: "+o.ProxyProblem)
 		}
 		return enter(PhaseResuming, o)
 	}
@@ -384,8 +393,10 @@ func cleanup(s State, o Observation, c Config, phase Phase) Action {
 	switch {
 	case !o.LegacyClusterPaused:
 		a = Action{Kind: PauseLegacyCluster, Why: "the standard Cluster must stay paused until it is gone"}
-	case o.LegacyPods > 0:
-		a = wait(c.Poll, fmt.Sprintf("%d pods still run without the proxy", o.LegacyPods))
+	case o.StalePods > 0:
+		a = Action{Kind: Switch, Why: fmt.Sprintf("restart %d pods of CAPI-dependent components without the proxy", o.StalePods)}
+	case o.UninjectedPods > 0:
+		a = wait(c.Poll, fmt.Sprintf("%d pods of CAPI-dependent components still run without the proxy", o.UninjectedPods))
 	case o.OldObjects > 0:
 		a = Action{Kind: DeleteOld, Why: fmt.Sprintf("%d standard objects left", o.OldObjects)}
 	case o.OldDeleting > 0:

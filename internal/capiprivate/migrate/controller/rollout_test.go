@@ -1,0 +1,230 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
+	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+)
+
+// slowTermination is a test finalizer: a Pod carrying it stays terminating, as one whose containers take long to
+// stop.
+const slowTermination = "capi-private-test/slow-termination"
+
+// podOf is the one Pod of role in the hosted control plane namespace that is not being deleted.
+func (r *rig) podOf(role string) *corev1.Pod {
+	r.t.Helper()
+	list := &corev1.PodList{}
+	if err := harness.Client.List(r.t.Context(), list, client.InNamespace(r.hc.Namespace()), client.MatchingLabels{capitest.ComponentLabel: role}); err != nil {
+		r.t.Fatal(err)
+	}
+	var live []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	if len(live) != 1 {
+		r.t.Fatalf("%d live pods of %s", len(live), role)
+	}
+	return &live[0]
+}
+
+func patchFinalizer(t *testing.T, pod *corev1.Pod, add bool) {
+	t.Helper()
+	cur := &corev1.Pod{}
+	if err := harness.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil {
+		t.Fatal(err)
+	}
+	orig := cur.DeepCopy()
+	if add {
+		controllerutil.AddFinalizer(cur, slowTermination)
+	} else {
+		controllerutil.RemoveFinalizer(cur, slowTermination)
+	}
+	if err := harness.Client.Patch(context.Background(), cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCAPIReadersMoveWithSwitch: the hosted-cluster-config-operator and karpenter-operator read CAPI objects; they
+// are restarted with the switch and come back with the sidecar. The old HCCO Pod takes long to terminate (a
+// finalizer holds it): it still reads the standard groups, so clean-up waits — the migrator looks again and again
+// and deletes nothing — until it is gone; then the migration finishes.
+func TestCAPIReadersMoveWithSwitch(t *testing.T) {
+	const mds, machines = 1, 1
+	r := newRigSpec(t, "readers", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, false,
+		func(s *capitest.HostedClusterSpec) { s.Karpenter = true })
+	if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	hcco, karpenter := r.podOf(capitest.RoleHCCO), r.podOf(capitest.RoleKarpenterOperator)
+	if sidecar(hcco) || sidecar(karpenter) {
+		t.Fatal("legacy readers already carry the sidecar")
+	}
+	patchFinalizer(t, hcco, true)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			patchFinalizer(t, hcco, false)
+		}
+	})
+	waits := &waitCounter{}
+	r.start(func(o *controller.RunOptions) { o.OnWait = waits.hook })
+	const reason = "still run without the proxy"
+	testwait.For(t, 4*time.Minute, "clean-up to wait for the old HCCO pod 3 times", func() bool {
+		return waits.count(r.key, plan.PhaseCleaningUp, reason) >= 3
+	})
+	if k := r.kinds(); slices.Contains(k, plan.DeleteOld) {
+		t.Fatalf("clean-up deleted old objects while an uninjected reader runs: %v", k)
+	}
+	if n := len(r.list(capitest.StandardGroups, "Machine")); n != mds*machines {
+		t.Fatalf("%d standard Machines while the old HCCO pod runs, want %d", n, mds*machines)
+	}
+	if a := r.annotations(); a[plan.PhaseAnnotation] != string(plan.PhaseCleaningUp) {
+		t.Fatalf("phase %q, want CleaningUp", a[plan.PhaseAnnotation])
+	}
+	for _, role := range []string{capitest.RoleHCCO, capitest.RoleKarpenterOperator} {
+		if p := r.podOf(role); !sidecar(p) || p.UID == hcco.UID || p.UID == karpenter.UID {
+			t.Errorf("%s: the new pod %s carries the sidecar %v", role, p.Name, sidecar(p))
+		}
+	}
+	patchFinalizer(t, hcco, false)
+	released = true
+	r.waitAnnotations("migrated once the old HCCO pod is gone", 3*time.Minute, migrated)
+	r.checkMigrated(expectedCounts(mds, machines, true), mds*machines)
+	r.checkRollout(true, []string{hcco.Name, karpenter.Name})
+	t.Logf("clean-up waited %d times for the old pod", waits.count(r.key, plan.PhaseCleaningUp, reason))
+}
+
+// unhealthyRun starts the migrator with short Switching and Resuming deadlines, calls fault once when the run
+// takes action kind, and waits until the run has rolled back; it returns the rollback's reason and why.
+func unhealthyRun(t *testing.T, r *rig, kind plan.Kind, fault func(), mutate func(*controller.RunOptions)) string {
+	t.Helper()
+	var once sync.Once
+	r.mu.Lock()
+	r.hook = func(a plan.Action) {
+		if a.Kind == kind {
+			once.Do(fault)
+		}
+	}
+	r.mu.Unlock()
+	cfg := testConfig()
+	cfg.SwitchTimeout, cfg.ResumeTimeout = 25*time.Second, 25*time.Second
+	r.start(func(o *controller.RunOptions) {
+		o.Config = cfg
+		if mutate != nil {
+			mutate(o)
+		}
+	})
+	a := r.waitAnnotations("rolled back", 4*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
+	if a[plan.PrivateTypesAnnotation] == "true" || a[plan.ScopeAnnotation] != plan.ScopeLegacy {
+		t.Errorf("annotations after the rollback %v", a)
+	}
+	if k := r.kinds(); !slices.Contains(k, plan.Switch) || slices.Contains(k, plan.DeleteOld) {
+		t.Errorf("actions %v: want a switch, no clean-up", k)
+	}
+	r.checkRollout(false, nil)
+	if s := r.ledger(); s.Deletes != 0 {
+		t.Errorf("ledger %s", s)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ta := range r.actions {
+		if ta.action.Changes.Set[plan.PhaseAnnotation] == string(plan.PhaseRollingBack) {
+			return a[plan.FailedAnnotation] + ": " + ta.action.Why
+		}
+	}
+	return a[plan.FailedAnnotation]
+}
+
+// TestHealthRestartsRollBack: a proxied CAPI manager crashes once the private Cluster is unpaused (its container
+// restarts): Resuming never turns green, the run rolls back at its deadline and never commits.
+func TestHealthRestartsRollBack(t *testing.T) {
+	r := newRig(t, "restarts", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
+	why := unhealthyRun(t, r, plan.UnpausePrivate, func() {
+		pods := harness.Player.Pods(types.NamespacedName{Namespace: r.hc.Namespace(), Name: capitest.RoleCAPI})
+		if len(pods) != 1 || pods[0].Manager == nil || pods[0].Mode != capitest.Proxied {
+			t.Errorf("cluster-api pods %+v", pods)
+			return
+		}
+		_ = pods[0].Manager.Stop() // the player did not stop it: a crash, restarted with restartCount 1
+	}, nil)
+	if why != plan.ReasonHealthCheckTimeout+": roll back: "+plan.ReasonHealthCheckTimeout+" (1 container restarts in pods of CAPI-dependent components)" {
+		t.Errorf("rollback %q", why)
+	}
+}
+
+// TestHealthMachineRollsBack: a Node turns NotReady once the private Cluster is unpaused (its kubelet stops
+// reporting): CAPI's conditions of the private Machine, and so of the private Cluster, turn False where the legacy
+// objects' were True; Resuming never turns green, the run rolls back at its deadline and never commits.
+func TestHealthMachineRollsBack(t *testing.T) {
+	r := newRig(t, "nodedown", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
+	node := &corev1.Node{}
+	if err := harness.Client.Get(t.Context(), client.ObjectKey{Name: r.before[0].NodeName}, node); err != nil {
+		t.Fatal(err)
+	}
+	setReady := func(status corev1.ConditionStatus) {
+		cur := &corev1.Node{}
+		if err := harness.Client.Get(context.Background(), client.ObjectKeyFromObject(node), cur); err != nil {
+			t.Error(err)
+			return
+		}
+		orig := cur.DeepCopy()
+		for i := range cur.Status.Conditions {
+			if cur.Status.Conditions[i].Type == corev1.NodeReady {
+				cur.Status.Conditions[i].Status, cur.Status.Conditions[i].Reason = status, "TestKubeletStopped"
+			}
+		}
+		if err := harness.Client.Status().Patch(context.Background(), cur, client.MergeFrom(orig)); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { setReady(corev1.ConditionTrue) })
+	why := unhealthyRun(t, r, plan.UnpausePrivate, func() { setReady(corev1.ConditionFalse) }, nil)
+	// The NotReady Node turns the private Machine's conditions False and, through them, the private Cluster's
+	// (Available, WorkersAvailable): the check reports whichever it looks at first.
+	prefix := plan.ReasonHealthCheckTimeout + ": roll back: " + plan.ReasonHealthCheckTimeout + " ("
+	if !strings.HasPrefix(why, prefix) || !strings.Contains(why, " False, was True)") ||
+		!strings.HasPrefix(why[len(prefix):], "Machine/") && !strings.HasPrefix(why[len(prefix):], "Cluster/") {
+		t.Errorf("rollback %q, want a Machine's or the Cluster's condition regression", why)
+	}
+}
+
+// TestProxyReadFailureRollsBack: the migrator's watch through the in-process proxy fails (fault injected at its
+// client): Switching never ends, the run rolls back at the switch deadline, before the private Cluster is ever
+// unpaused.
+func TestProxyReadFailureRollsBack(t *testing.T) {
+	r := newRig(t, "proxyread", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
+	pc, err := controller.ProxyClient(env.TokenConfig(env.AdminToken), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := interceptor.NewClient(pc, interceptor.Funcs{
+		Watch: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+			return nil, errors.New("injected watch failure")
+		},
+	})
+	why := unhealthyRun(t, r, plan.Switch, func() {}, func(o *controller.RunOptions) { o.ProxyClient = failing })
+	if want := plan.ReasonSwitchTimeout; len(why) < len(want) || why[:len(want)] != want {
+		t.Errorf("rollback %q, want %s", why, want)
+	}
+	if slices.Contains(r.kinds(), plan.UnpausePrivate) {
+		t.Errorf("the private Cluster was unpaused: %v", r.kinds())
+	}
+}
