@@ -1,4 +1,4 @@
-// Package testenv is capi-private's test harness (reference docs/capi-private.md), on loopback only and with no
+// Package testenv is capi-private's test harness (docs/capi-private.md), on loopback only and with no
 // fake API: a real kube-apiserver and etcd (internal/localhub) with token authentication, audit logging and
 // OwnerReferencesPermissionEnforcement; a real kube-controller-manager running the garbage collector, the
 // namespace controller and the deployment and ReplicaSet controllers (Pods of Deployments are created through the
