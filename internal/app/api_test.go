@@ -29,8 +29,8 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
-// The design document's two example payloads (docs/architecture.md A.9.1), posted verbatim, create clusters that the
-// simulated operator takes to READY; GET then exposes the endpoint, console URL and a kubeconfig equal to the
+// The design document's two example payloads (api/v1alpha1/examples/design-*.json), posted verbatim, create clusters
+// that the simulated operator takes to READY; GET then exposes the endpoint, console URL and a kubeconfig equal to the
 // operator's Secret.
 func TestDesignExamplesReachReady(t *testing.T) {
 	sp := shared(t)

@@ -9,7 +9,7 @@ import (
 // Kind classifies a domain error; the HTTP layer maps each kind to one status code and problem type.
 type Kind int
 
-// The error kinds (docs/dcm.md, error catalogue).
+// The error kinds, each with the HTTP status it is answered with (as an RFC 7807 problem document).
 const (
 	KindInternal      Kind = iota // 500: details only in logs
 	KindInvalid                   // 400

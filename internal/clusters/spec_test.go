@@ -13,7 +13,7 @@ import (
 
 var sc = SpecContext{Namespace: "clusters", AgentNamespace: "hardware-inventory", DefaultPlatform: "kubevirt", DefaultInfraEnv: ""}
 
-// The two example payloads of docs/architecture.md A.9.1 (verbatim) and the DCM wire form, from api/v1alpha1/examples.
+// The design document's two example payloads (verbatim) and the DCM wire form, from api/v1alpha1/examples.
 var (
 	designKubeVirt  = example("design-kubevirt.json")
 	designBareMetal = example("design-baremetal.json")

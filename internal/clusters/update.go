@@ -43,13 +43,14 @@ type UpdateDecision struct {
 	Operation *operation.Record
 }
 
-// MaxSkewMinors is how far a NodePool may lag the control plane (N-2, docs/day2.md §2.5).
+// MaxSkewMinors is how many minors a NodePool may lag the control plane: N-2, what the ACM console and HyperShift's
+// older documentation allow (its current documentation allows N-3; the product keeps to the stricter rule).
 const MaxSkewMinors = 2
 
-// DecideUpdate decides a PATCH (docs/day2.md §3): body is an RFC 7396 merge patch of {"spec": …} applied to the
-// stored spec. Immutable fields are 400 when changed and ignored when equal; one kind of change (upgrade, scale or
-// resize) per request; a change while another operation runs, on a cluster being deleted or one never installed is
-// 409; a target the cluster cannot move to is 422 (for versions with the valid targets). It is pure.
+// DecideUpdate decides a PATCH (docs/day2.md, section "API"): body is an RFC 7396 merge patch of {"spec": …} applied to
+// the stored spec. Immutable fields are 400 when changed and ignored when equal; one kind of change (upgrade, scale or
+// resize) per request; a change while another operation runs, on a cluster being deleted or one never installed is 409;
+// a target the cluster cannot move to is 422 (for versions with the valid targets). It is pure.
 func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, error) {
 	patch, err := parsePatch(body)
 	if err != nil {
@@ -218,7 +219,8 @@ func mergePatch(target map[string]any, patch map[string]any) map[string]any {
 	return out
 }
 
-// mutablePaths are the spec fields an update may change (docs/day2.md §3.1).
+// mutablePaths are the spec fields an update may change (the table of docs/day2.md, section "API"); every other
+// field is immutable.
 var mutablePaths = map[string]bool{
 	"version": true, "nodes.workers.count": true, "nodes.workers.cpu": true, "nodes.workers.memory": true, "nodes.workers.storage": true,
 	"provider_hints.acm.autoscaling": true, "provider_hints.acm.autoscaling.min": true, "provider_hints.acm.autoscaling.max": true,
@@ -375,7 +377,9 @@ func upgradeTarget(requested string, st UpdateState) (to, image string, err erro
 	return res.OpenShiftVersion, res.ReleaseImage, nil
 }
 
-// Platform deadlines of an operation (docs/day2.md §3.3).
+// OperationTimeout is the deadline of an operation on platform p: baremetal for bare-metal (Agent) clusters, whose
+// InPlace rollouts drain and reboot one node at a time, kubevirt otherwise (operationTimeoutBaremetal and
+// operationTimeoutKubevirt in docs/configuration.md).
 func OperationTimeout(p Platform, kubevirt, baremetal time.Duration) time.Duration {
 	if p == BareMetal {
 		return baremetal

@@ -1,5 +1,5 @@
 // Package health runs the SP's health checks in the background and answers from their last results, so the
-// health endpoints return within milliseconds even when the hub hangs (docs/dcm.md.
+// health endpoints return within milliseconds even when the hub hangs (docs/dcm.md, section "Health").
 //
 // Each check has a timeout; a check that does not answer in time is unhealthy ("no answer within 2s"). The checks
 // that decide the overall status are the design's (hub, hypershift, kubevirt, baremetal) and events (a stream stores

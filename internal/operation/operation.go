@@ -226,7 +226,8 @@ func wanted(np *hyperv1.NodePool) int32 {
 	return 0
 }
 
-// updatingTypes are the NodePool rollout conditions (docs/day2.md §2.3).
+// updatingTypes are the NodePool conditions HyperShift holds True while a rollout runs (a new release version, a new
+// config, a new platform machine template): a NodePool with one of them True has not finished.
 var updatingTypes = []string{hyperv1.NodePoolUpdatingVersionConditionType, hyperv1.NodePoolUpdatingConfigConditionType, hyperv1.NodePoolUpdatingPlatformMachineTemplateConditionType}
 
 func updating(np *hyperv1.NodePool) bool {
@@ -271,8 +272,8 @@ func controlPlaneProgress(hc *hyperv1.HostedCluster) string {
 	return "waiting for the operator"
 }
 
-// hardFailure: what the operator will not get past on its own during an operation (docs/day2.md §3.4): the
-// release refused for this generation, Progressing=False Blocked (e.g. ClusterVersionUpgradeable=False for a
+// hardFailure: what the operator will not get past on its own during an operation (docs/day2.md, section "The record"):
+// the release refused for this generation, Progressing=False Blocked (e.g. ClusterVersionUpgradeable=False for a
 // y-stream), a NodePool's invalid platform or machine config, an InPlace upgrade that failed.
 func hardFailure(r *Record, hc *hyperv1.HostedCluster, nps []*hyperv1.NodePool) (string, bool) {
 	if r.Kind == Upgrade {

@@ -1,5 +1,6 @@
 // Package render turns one validated cluster request into the hub objects that provision it: Secrets,
-// HostedCluster, NodePool, ManagedCluster and KlusterletAddonConfig, exactly as docs/hypershift-objects.md–§9 specifies.
+// HostedCluster, NodePool, ManagedCluster and KlusterletAddonConfig, exactly as docs/hypershift-objects.md specifies
+// (its sections "Per cluster", "HostedCluster, both platforms" and "NodePool").
 //
 // Render is a pure function — no clients, no clock, no randomness (the caller supplies the infraID and the etcd
 // encryption key) — so its output is golden-file tested and can be dry-run against a real API server.

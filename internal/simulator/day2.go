@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Day-2 behaviour of the operator (docs/day2.md §4), once a cluster is installed. Each change of the spec is a
-// transition with its own start, recorded in an annotation when the simulated operator first sees it and stepped
-// from there (never from the cluster's creation):
+// Day-2 behaviour of the operator (docs/day2.md, section "Simulator"), once a cluster is installed. Each change of the
+// spec is a transition with its own start, recorded in an annotation when the simulated operator first sees it and
+// stepped from there (never from the cluster's creation):
 //
 //	HostedCluster spec.release.image ≠ status.version.desired.image  → control-plane upgrade
 //	NodePool release version ≠ status.version                         → NodePool version rollout

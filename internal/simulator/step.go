@@ -116,7 +116,7 @@ type Plan struct {
 	Kubeconfig    bool                              // ensure <name>-admin-kubeconfig and <name>-kubeadmin-password
 	BindAgents    []string                          // Agent names to bind to this cluster
 	UnbindAgents  []string                          // Agents a scale-down lets go
-	// Day-2 transition annotations to write: "" unchanged, "-" removed (docs/day2.md §4, day2.go).
+	// Day-2 transition annotations to write: "" unchanged, "-" removed (see day2.go).
 	HCTransition  string
 	NPTransitions map[string]string // by NodePool name
 	NPTemplates   map[string]string // by NodePool name: the template last rolled out

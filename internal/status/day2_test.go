@@ -29,8 +29,8 @@ func upgradeTo(phase operation.Phase) operation.Record {
 		StartedAt: now.Add(-10 * time.Minute), Deadline: now.Add(80 * time.Minute), ReleaseImage: "quay.io/x:4.18.22-multi", Replicas: 3}
 }
 
-// Day-2 rows (docs/day2.md §3.4): an open operation reads UPDATING with its progress, never PROVISIONING; its
-// failure, its deadline and a long control-plane outage are FAILED and UNAVAILABLE; a surge or autoscaling after
+// Day-2 rows (docs/day2.md, section "Status"): an open operation reads UPDATING with its progress, never PROVISIONING;
+// its failure, its deadline and a long control-plane outage are FAILED and UNAVAILABLE; a surge or autoscaling after
 // the operation is READY.
 func TestMapDuringOperations(t *testing.T) {
 	s := DefaultSettings()

@@ -47,7 +47,7 @@ type Settings struct {
 	UpdateUnavailableGrace time.Duration
 }
 
-// DefaultSettings are the product defaults (docs/architecture.md).
+// DefaultSettings are the product defaults (the configurable ones are listed in docs/configuration.md).
 func DefaultSettings() Settings {
 	return Settings{
 		DegradedGracePeriod:          15 * time.Minute,
@@ -179,7 +179,7 @@ func (e *evaluation) decide() Result {
 	return Result{Status: Pending, Message: e.annotate(e.pendingMessage())}
 }
 
-// operation reports a day-2 operation (docs/day2.md §3.4): FAILED once it failed (until another operation
+// operation reports a day-2 operation (docs/day2.md, section "Status"): FAILED once it failed (until another operation
 // starts), UPDATING while it runs — with operation.Next's progress message and its deadline — and UNAVAILABLE only
 // when the control plane stays unavailable longer than the grace period. The operation's deadline replaces the
 // degraded grace period meanwhile.

@@ -119,7 +119,7 @@ type mapCase struct {
 	checkNodes bool
 }
 
-// mapCases are the table's rows (cases 1–30 of docs/status-mapping.md).
+// mapCases are the table's rows, numbered 1–30 (docs/status-mapping.md, section "Examples", shows a selection).
 func mapCases() []mapCase {
 	return []mapCase{
 		{num: 1, hc: newHC(5 * time.Second), want: Pending, msgHas: "Waiting for the hosted control plane"},

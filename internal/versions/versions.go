@@ -395,8 +395,8 @@ func dedupe(in []string) []string {
 // ParseVersion reads an OpenShift release version as HyperShift reports it ("4.17.12", "4.18.0-rc.1").
 func ParseVersion(v string) (Release, bool) { return parse(tagRE, strings.TrimSpace(v)) }
 
-// UpgradeTargets lists the releases a cluster at from may upgrade to (docs/day2.md §3.2): a catalog release newer
-// than from, at most one minor ahead, ascending ("4.17.29", "4.18.22").
+// UpgradeTargets lists the releases a cluster at from may upgrade to (docs/day2.md, section "API"): a catalog release
+// newer than from, at most one minor ahead, ascending ("4.17.29", "4.18.22").
 func (c Catalog) UpgradeTargets(from Release) []string {
 	var out []Release
 	for minor, list := range c.candidates {

@@ -10,9 +10,8 @@ import (
 	"time"
 )
 
-// UserAgentPrefix starts the User-Agent of every simulated pod: capitest/<pod name>. kube-apiserver's audit log
-// records it, so a test can prove that a stopped pod sent nothing (reference §8.5: the actors are gone before the
-// first delete).
+// UserAgentPrefix starts the User-Agent of every simulated pod: capitest/<pod name>. kube-apiserver's audit log records
+// it, so a test can prove that a stopped pod sent nothing (a rollback stops the actors before its first delete).
 const UserAgentPrefix = "capitest/"
 
 // AuditEvent is what the harness reads of a kube-apiserver audit event (level Metadata).

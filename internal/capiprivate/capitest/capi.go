@@ -32,11 +32,11 @@ var clusterNameLabelExists = func() labels.Selector {
 	return labels.NewSelector().Add(*req)
 }()
 
-// CAPI is the upstream Cluster API core manager of reference §10.1, set up as upstream's main.go does it: the
-// default indexes, the ClusterCache (Node providerID index, no caching of Secrets, ConfigMaps, Pods, DaemonSets,
-// VolumeAttachments and PersistentVolumes of workload clusters), and the Cluster, Machine, MachineSet (no
-// preflight checks), MachineDeployment and MachineHealthCheck reconcilers. No webhooks, no topology, no
-// MachinePools, no ClusterResourceSets, no runtime extensions.
+// CAPI is the upstream Cluster API core manager, set up as upstream's main.go does it: the default indexes, the
+// ClusterCache (Node providerID index, no caching of Secrets, ConfigMaps, Pods, DaemonSets, VolumeAttachments and
+// PersistentVolumes of workload clusters), and the Cluster, Machine, MachineSet (no preflight checks),
+// MachineDeployment and MachineHealthCheck reconcilers. No webhooks, no topology, no MachinePools, no
+// ClusterResourceSets, no runtime extensions.
 type CAPI struct {
 	// Concurrency is each controller's MaxConcurrentReconciles (default 2: tests share two cores).
 	Concurrency int

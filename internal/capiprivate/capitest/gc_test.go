@@ -64,17 +64,17 @@ func exists(ctx context.Context, c client.Client, obj client.Object) (bool, erro
 	return err == nil, err
 }
 
-// TestGarbageCollectionPrivateGroups is S6 on stored private objects (reference §10.1, R3): kube-controller-manager's
-// real garbage collector follows ownerReferences in the private groups, so deleting a MachineSet collects its
-// Machines, and a Secret owned by a Machine lives exactly as long as the Machine. The negative control is the same
-// ownerReference written as cluster.x-k8s.io/v1beta2 (what an untranslated client would store): the GC looks the
-// MachineSet up in the platform's standard CRD, finds nothing, and collects the Machine although its MachineSet
-// lives. No controller runs in the namespace: every deletion here is the garbage collector's.
+// TestGarbageCollectionPrivateGroups works on stored private objects. kube-controller-manager's real garbage collector
+// never goes through the proxy, which is why refs are stored private: it follows ownerReferences in the private groups,
+// so deleting a MachineSet collects its Machines, and a Secret owned by a Machine lives exactly as long as the Machine.
+// The negative control is the same ownerReference written as cluster.x-k8s.io/v1beta2 (what an untranslated client
+// would store): the GC looks the MachineSet up in the platform's standard CRD, finds nothing, and collects the Machine
+// although its MachineSet lives. No controller runs in the namespace: every deletion here is the garbage collector's.
 func TestGarbageCollectionPrivateGroups(t *testing.T) {
 	gcScenario(t, harness.Client, PrivateGroups, true)
 }
 
-// TestGarbageCollectionThroughProxy is S6 through the proxy: a client writes the MachineSet, its Machines and the
+// TestGarbageCollectionThroughProxy: the same through the proxy. A client writes the MachineSet, its Machines and the
 // Machine's Secret in the standard groups (ownerReferences cluster.x-k8s.io/v1beta2) and deletes the MachineSet,
 // all through the proxy; the refs are stored private, so the real garbage collector collects the Machines and then
 // the Secret.
@@ -106,7 +106,7 @@ func gcScenario(t *testing.T, c client.Client, g Groups, negative bool) {
 	if err := c.Create(ctx, bootstrap); err != nil {
 		t.Fatal(err)
 	}
-	// Stored: private groups only, refs included (R3).
+	// Stored: private groups only, refs included (the garbage collector reads them directly).
 	stored := NewCAPIObject(PrivateGroups, "Machine")
 	if err := harness.Client.Get(ctx, client.ObjectKeyFromObject(m1), stored); err != nil {
 		t.Fatalf("Machine not stored in the private group: %v", err)

@@ -20,9 +20,8 @@ import (
 type Groups int
 
 const (
-	// StandardGroups writes them as a legacy HyperShift does: in the standard groups, i.e. the platform's standard
-	// CRDs and the standard CAPK CRDs (reference §10.1), for managers in Direct mode. Also what a client of the
-	// proxy writes.
+	// StandardGroups writes them as a legacy HyperShift does: in the standard groups, i.e. the platform's standard CRDs
+	// and the standard CAPK CRDs, for managers in Direct mode. Also what a client of the proxy writes.
 	StandardGroups Groups = iota
 	// PrivateGroups writes them straight into the private groups, refs included: what the proxy stores for a
 	// proxied client, and what the migrator writes.

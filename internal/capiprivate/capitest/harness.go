@@ -1,11 +1,10 @@
-// Package capitest runs Cluster API the way HyperShift runs it, on capi-private's test hub (reference
-// capi-private.md §10.1): per simulated pod a controller-runtime manager in this process with the upstream CAPI
-// controllers, the ledger infrastructure provider or a fake HyperShift operator, reaching kube-apiserver either
-// directly (legacy mode: the standard CRDs) or through the capi-private proxy (private mode); the ledger that
-// counts instance creates and deletes; a deployment player — the kubelet stand-in — that runs those managers for
-// the Pods kube-controller-manager's deployment and ReplicaSet controllers create (admitted by the API server's
-// webhooks, the sidecar injector among them); and builders of a hosted cluster's object graph of each platform in
-// either group set.
+// Package capitest runs Cluster API the way HyperShift runs it, on capi-private's test hub (package testenv): per
+// simulated pod a controller-runtime manager in this process with the upstream CAPI controllers, the ledger
+// infrastructure provider or a fake HyperShift operator, reaching kube-apiserver either directly (legacy mode: the
+// standard CRDs) or through the capi-private proxy (private mode); the ledger that counts instance creates and deletes;
+// a deployment player — the kubelet stand-in — that runs those managers for the Pods kube-controller-manager's
+// deployment and ReplicaSet controllers create (admitted by the API server's webhooks, the sidecar injector among
+// them); and builders of a hosted cluster's object graph of each platform in either group set.
 //
 // It is test and dev machinery: import it only from tests and the dev command, never from a production path.
 package capitest
@@ -343,9 +342,9 @@ func (hc *HostedCluster) WaitDeploymentsAvailable(ctx context.Context, timeout t
 	}
 }
 
-// LegacyHostedCluster is a legacy hosted cluster as a migration finds it (reference §10.1, S11): in namespace, mds
-// MachineDeployments <name>-np<i> of machines Machines each, a MachineHealthCheck per MachineDeployment, in the
-// standard groups, with the simulated control plane Deployments running Direct.
+// LegacyHostedCluster is a legacy hosted cluster as a migration finds it: in namespace, mds MachineDeployments
+// <name>-np<i> of machines Machines each, a MachineHealthCheck per MachineDeployment, in the standard groups, with the
+// simulated control plane Deployments running Direct.
 func LegacyHostedCluster(namespace, name string, mds, machines int) HostedClusterSpec {
 	spec := HostedClusterSpec{
 		Namespace: namespace, Name: name, Groups: StandardGroups,

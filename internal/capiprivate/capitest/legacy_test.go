@@ -51,7 +51,7 @@ func runningMachines(t *testing.T, hc *HostedCluster, g Groups, n int, timeout t
 	return ms, time.Since(start)
 }
 
-// platformVersions are the resourceVersions of the platform's standard objects (reference §10.1).
+// platformVersions are the resourceVersions of the platform's standard objects.
 func platformVersions(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}

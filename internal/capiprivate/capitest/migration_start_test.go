@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// TestLegacyHostedClusters builds what the migration starts from (reference S11): two legacy hosted clusters of
+// TestLegacyHostedClusters builds what the migration starts from: two legacy hosted clusters of
 // 2 MachineDeployments × 2 Machines each, run by their own simulated pods in legacy mode, with Nodes, the
 // HostedCluster Available through the fake operator, and the HostedControlPlane owned by the Cluster.
 func TestLegacyHostedClusters(t *testing.T) {

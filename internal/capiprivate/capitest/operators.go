@@ -32,15 +32,15 @@ import (
 // their HostedCluster: "<namespace>/<name>".
 const HostedClusterAnnotation = "hypershift.openshift.io/cluster"
 
-// ControlPlaneOperator is the fake control-plane-operator of one hosted control plane namespace (reference §10.1):
-// it marks the HostedControlPlane ready and initialized, with its controlPlaneEndpoint, and writes the workload
-// cluster's kubeconfig Secret <infraID>-kubeconfig (key value, labelled with the cluster name), which CAPI's
-// ClusterCache and the ledger provider use. It never touches a Cluster API group.
+// ControlPlaneOperator is the fake control-plane-operator of one hosted control plane namespace: it marks the
+// HostedControlPlane ready and initialized, with its controlPlaneEndpoint, and writes the workload cluster's kubeconfig
+// Secret <infraID>-kubeconfig (key value, labelled with the cluster name), which CAPI's ClusterCache and the ledger
+// provider use. It never touches a Cluster API group.
 type ControlPlaneOperator struct {
 	// Endpoint is the HostedControlPlane's status.controlPlaneEndpoint.
 	Endpoint hyperv1.APIEndpoint
-	// WorkloadKubeconfig is the kubeconfig of the workload cluster (the hub itself, directly: reference §5, the
-	// ClusterCache bypasses the proxy).
+	// WorkloadKubeconfig is the kubeconfig of the workload cluster (the hub itself, directly: CAPI's ClusterCache reads
+	// it from that Secret and bypasses the proxy).
 	WorkloadKubeconfig []byte
 }
 

@@ -51,13 +51,12 @@ func newObject(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	return u
 }
 
-// Provider is the ledger infrastructure provider of reference §10.1, the stand-in of every platform's provider
-// (CAPK, CAPA, CAPZ, CAP-Agent: Platforms): it reconciles their machines (and clusters not managed externally)
-// in the standard groups, so it runs directly in legacy mode and
-// through the proxy in private mode. It honours cluster.x-k8s.io/paused and Cluster.spec.paused. A machine
-// without spec.providerID gets an instance from the ledger (kubevirt://ledger-<n>) and a Ready Node in the workload
-// cluster (reached through the <cluster>-kubeconfig Secret); a deleted one has its instance (and Node) deleted,
-// then its finalizer removed.
+// Provider is the ledger infrastructure provider, the stand-in of every platform's provider (CAPK, CAPA, CAPZ,
+// CAP-Agent: Platforms): it reconciles their machines (and clusters not managed externally) in the standard groups, so
+// it runs directly in legacy mode and through the proxy in private mode. It honours cluster.x-k8s.io/paused and
+// Cluster.spec.paused. A machine without spec.providerID gets an instance from the ledger (kubevirt://ledger-<n>) and a
+// Ready Node in the workload cluster (reached through the <cluster>-kubeconfig Secret); a deleted one has its instance
+// (and Node) deleted, then its finalizer removed.
 type Provider struct {
 	Ledger *Ledger
 	// Concurrency is each controller's MaxConcurrentReconciles (default 2).

@@ -38,7 +38,8 @@ func TestPlaceholders(t *testing.T) {
 	}
 }
 
-// The proxy's flag checks (§5) refuse before anything listens or reads a kubeconfig.
+// The proxy's flag checks (a known auth mode; TLS off loopback; own-identity on loopback only; an https webhook
+// upstream) refuse before anything listens or reads a kubeconfig.
 func TestProxyFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -107,7 +108,7 @@ func TestCRDsGenerate(t *testing.T) {
 	}
 }
 
-// spPackages are acm-cluster-sp's runtime packages: neither capi-private binary may link one (R8).
+// spPackages are acm-cluster-sp's runtime packages: neither capi-private binary may link one.
 var spPackages = []string{"/internal/clusters", "/internal/hub", "/internal/httpapi", "/internal/events",
 	"/internal/registration", "/internal/render", "/internal/status", "/internal/devhub", "/internal/config",
 	"/internal/app", "/internal/cli", "/internal/provision", "/internal/reconcile", "/internal/security",
@@ -139,7 +140,7 @@ func linked(pkgs []string, suffixes []string) []string {
 	return out
 }
 
-// R8: capi-private shares no runtime package with acm-cluster-sp, and links none of our test machinery. (It does
+// capi-private shares no runtime package with acm-cluster-sp, and links none of our test machinery. (It does
 // link the standard library's testing package: upstream's util/conversion, which every v1beta1 API package
 // imports for MarshalData, also holds FuzzTestFunc.) The dev binary links the test machinery, still no SP package.
 func TestBinaryDependencies(t *testing.T) {

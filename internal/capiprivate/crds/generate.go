@@ -23,7 +23,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 )
 
-// Names, labels and annotations of §7.
+// Names, labels and annotations of the private CRDs (see Generate).
 const (
 	// PrivateSuffix ends the name of every CRD capi-private writes; nothing else is ever written.
 	PrivateSuffix = ".cluster.hypershift.openshift.io"
@@ -162,7 +162,7 @@ func DefaultClientConfig() apiextensionsv1.WebhookClientConfig {
 	}}
 }
 
-// Generate turns the upstream CRD file data of src into its private twin (§7), rendered as the committed file
+// Generate turns the upstream CRD file data of src into its private twin, rendered as the committed file
 // (a header comment, then YAML with sorted keys). It is pure:
 //
 //  1. metadata.name becomes <plural>.<private group> and spec.group the private group; nothing else is

@@ -36,7 +36,7 @@ func generate(t *testing.T, src crds.Source, file string, cc apiextensionsv1.Web
 	return name, out
 }
 
-// The steps of §7 on small CRDs, as golden files.
+// Generate's steps on small CRDs, as golden files.
 func TestGenerateGolden(t *testing.T) {
 	src := crds.Source{Module: "example.com/capi@v1.0.0", Path: "config/widgets.yaml", Provider: "cluster-api"}
 	name, out := generate(t, src, "widgets.yaml", crds.DefaultClientConfig())
@@ -139,7 +139,7 @@ func toMap(t *testing.T, data []byte) map[string]any {
 	return m
 }
 
-// The invariants of §7 on every real private CRD.
+// What Generate promises, checked on every real private CRD.
 func TestPrivateCRDInvariants(t *testing.T) {
 	for _, src := range crds.Sources {
 		data, err := upstream.File(src.String())

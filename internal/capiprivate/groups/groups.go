@@ -23,8 +23,8 @@ type Row struct {
 	Private  string // e.g. cluster.hypershift.openshift.io
 }
 
-// Rows of the default table (reference §3). The table is closed: every other group passes through untouched, in
-// particular runtime., bootstrap. and controlplane.cluster.x-k8s.io.
+// Rows of the default table. The table is closed: every other group passes through untouched, in particular runtime.,
+// bootstrap. and controlplane.cluster.x-k8s.io.
 var defaultRows = []Row{
 	{Standard: "cluster.x-k8s.io", Private: "cluster.hypershift.openshift.io"},
 	{Standard: "addons.cluster.x-k8s.io", Private: "addons.cluster.hypershift.openshift.io"},
@@ -207,7 +207,8 @@ func SplitCRDName(name string) (plural, group string, ok bool) {
 	return plural, group, true
 }
 
-// Needles are the byte strings whose absence proves a unit needs no translation (the fast path of reference §5).
+// Needles are the byte strings whose absence proves a unit needs no translation (the proxy's fast path: such a unit
+// goes out as its original bytes, neither decoded nor encoded).
 type Needles struct {
 	// Response: a response unit containing none of these is passed through untouched.
 	Response [][]byte

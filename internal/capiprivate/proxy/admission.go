@@ -42,7 +42,8 @@ var DefaultAdmissionPaths = []string{
 	"/validate-ipam-cluster-x-k8s-io-v1beta2-ipaddressclaim",
 }
 
-// AdmissionOptions configure the proxy's webhook side (reference §5a).
+// AdmissionOptions configure the proxy's webhook side: AdmissionReviews about private objects, translated for CAPI's
+// own webhooks, and their answers translated back.
 type AdmissionOptions struct {
 	// Upstream is the base URL of CAPI's webhook server, e.g. https://127.0.0.1:9443. A review that arrives on
 	// path P (the CAPI webhook's own path, e.g. /mutate-cluster-x-k8s-io-v1beta2-machinedeployment) goes to

@@ -4,8 +4,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the proxy's metrics of reference §11, all named capi_private_proxy_*. Every label takes values from
-// a small fixed set or from what kube-apiserver serves (see requestLabels), never from raw client input.
+// Metrics are the proxy's metrics (docs/capi-private.md, section "The proxy"), all named capi_private_proxy_*. Every
+// label takes values from a small fixed set or from what kube-apiserver serves (see requestLabels), never from raw
+// client input.
 type Metrics struct {
 	// Requests: capi_private_proxy_requests_total{verb,group,resource,code,path=fast|translated|rejected}.
 	Requests *prometheus.CounterVec

@@ -1,9 +1,9 @@
-// Package proxy is capi-private's group-renaming reverse proxy in front of kube-apiserver (reference §4, §5, §5a):
-// it serves clients the standard Cluster API groups while kube-apiserver stores the private ones, translating
-// paths, queries, headers and bodies in both directions with package translate, streaming lists and watches with
-// bounded memory, hiding the platform's own standard-group objects and CRDs, and failing closed. It also serves
-// the admission direction (AdmissionReviews for the private groups, translated for CAPI's own webhooks) and offers
-// the same translation in-process (WrapTransport).
+// Package proxy is capi-private's group-renaming reverse proxy in front of kube-apiserver (docs/capi-private.md,
+// section "The proxy"): it serves clients the standard Cluster API groups while kube-apiserver stores the private ones,
+// translating paths, queries, headers and bodies in both directions with package translate, streaming lists and watches
+// with bounded memory, hiding the platform's own standard-group objects and CRDs, and failing closed. It also serves
+// the admission direction (AdmissionReviews for the private groups, translated for CAPI's own webhooks) and offers the
+// same translation in-process (WrapTransport).
 package proxy
 
 import (

@@ -13,7 +13,7 @@ import (
 // This file holds the pure decisions about a request: who may pass, which headers go upstream, what the request
 // is called in metrics. They are table-tested on their own.
 
-// AuthMode is how the proxy authenticates to kube-apiserver (reference §5, R4).
+// AuthMode is how the proxy authenticates to kube-apiserver: passthrough by default, so it holds no credentials.
 type AuthMode string
 
 const (

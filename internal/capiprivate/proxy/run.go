@@ -35,7 +35,7 @@ type RunOptions struct {
 	Listener, MetricsListener net.Listener
 	// ShutdownTimeout bounds the wait for open requests when ctx ends (default 15 s). Watches end at once.
 	ShutdownTimeout time.Duration
-	// Admission, if set, also serves the webhook side (§5a) over HTTPS.
+	// Admission, if set, also serves the webhook side (AdmissionReviews for CAPI's own webhooks) over HTTPS.
 	Admission *AdmissionRunOptions
 	// Ready, if set, is called with the listeners' addresses once they serve (admissionAddr nil without Admission).
 	Ready func(proxyAddr, metricsAddr, admissionAddr net.Addr)
@@ -63,7 +63,8 @@ const (
 	DefaultMetricsListen = "127.0.0.1:9441"
 )
 
-// CheckListen validates a listen address against the auth mode and TLS (reference §5).
+// CheckListen validates a listen address against the auth mode and TLS: off loopback the proxy needs TLS, and
+// own-identity serves loopback only.
 func CheckListen(addr string, auth AuthMode, tlsConfigured bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {

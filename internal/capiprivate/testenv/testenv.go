@@ -1,4 +1,4 @@
-// Package testenv is capi-private's test harness (reference docs/capi-private.md), on loopback only and with no
+// Package testenv is capi-private's test harness (docs/capi-private.md), on loopback only and with no
 // fake API: a real kube-apiserver and etcd (internal/localhub) with token authentication, audit logging and
 // OwnerReferencesPermissionEnforcement; a real kube-controller-manager running the garbage collector, the
 // namespace controller and the deployment and ReplicaSet controllers (Pods of Deployments are created through the
@@ -55,11 +55,12 @@ const (
 	AdminUser = "capi-private-admin"
 	// LimitedUser is only authenticated: RBAC grants it nothing until a test does.
 	LimitedUser = "capi-private-limited"
-	// WebhookUser is the conversion webhook's identity: get, list and watch on CRDs (the RBAC of §6), nothing else.
+	// WebhookUser is the conversion webhook's identity: get, list and watch on CRDs (its apiVersion getter reads them),
+	// nothing else.
 	WebhookUser = "capi-private-webhook"
 )
 
-// The platform's objects (§10.1): standard CAPI objects the proxy must never show or change.
+// The platform's objects: standard CAPI objects the proxy must never show or change.
 const (
 	PlatformNamespace = "openshift-cluster-api"
 	PlatformCluster   = "platform"
@@ -243,7 +244,7 @@ func (e *Env) Kubeconfig(user, token string) ([]byte, error) {
 }
 
 func (e *Env) startWebhook(ctx context.Context) error {
-	// §6 RBAC: get, list and watch on CRDs.
+	// The webhook's RBAC: get, list and watch on CRDs.
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: WebhookUser},
 		Rules: []rbacv1.PolicyRule{{

@@ -168,9 +168,9 @@ func waitGone(t *testing.T, obj client.Object, timeout time.Duration) time.Durat
 	return time.Since(start)
 }
 
-// §10.1: the real garbage collector follows refs to private owners (R3); a ref written in the standard group
-// points at the platform CRD, where the owner does not exist, so the dependent is collected although its "owner"
-// exists (the negative control).
+// The real garbage collector, which never goes through the proxy (so refs are stored private), follows refs to private
+// owners; a ref written in the standard group points at the platform CRD, where the owner does not exist, so the
+// dependent is collected although its "owner" exists (the negative control).
 func TestGarbageCollectorWithPrivateRefs(t *testing.T) {
 	ns := env.NewNamespace(t, "gc")
 	m := privateMachine(ns, "m1")

@@ -4,7 +4,7 @@ import (
 	"encoding/base64"
 )
 
-// The proxy's second direction (reference §5a): CAPI's own validating and defaulting webhooks guard the private
+// The proxy's second direction (its admission side): CAPI's own validating and defaulting webhooks guard the private
 // CRDs. kube-apiserver sends them AdmissionReviews about private objects; the proxy's webhook side translates each
 // review private → standard (the response direction of the API proxy: what kube-apiserver stores becomes what a
 // CAPI binary expects) and the webhook's answer standard → private (the request direction), patch included.

@@ -61,7 +61,8 @@ func (p Path) Context() Context {
 	return Context{CRD: p.Group == "apiextensions.k8s.io" && p.Resource == "customresourcedefinitions"}
 }
 
-// streamSubresources are never translated (reference §4.3: logs, exec, port-forward).
+// streamSubresources are never translated: they carry a stream (logs, exec, attach, port-forward) or the traffic of a
+// pod, service or node (proxy), not API objects.
 var streamSubresources = map[string]bool{"log": true, "exec": true, "attach": true, "portforward": true, "proxy": true}
 
 // namespaceSubresources are subresources of a Namespace object, not namespaced resources (as RequestInfo).

@@ -4,8 +4,8 @@ import (
 	"strings"
 )
 
-// This file is the object rule of reference §4.1: a single forward pass over a JSON unit that tracks, per member,
-// a small semantic state derived from member names, renames the string literals the rule names and copies every
+// This file is the object rule (the package doc states it): a single forward pass over a JSON unit that tracks, per
+// member, a small semantic state derived from member names, renames the string literals the rule names and copies every
 // other byte verbatim (copy-on-write: an unchanged unit is returned as the input slice).
 
 // state is where the scanner is, semantically.
@@ -48,7 +48,7 @@ const (
 	sOA           // anywhere else: $ref, operationId, tags, x-kubernetes-group-version-kind
 	sOATags       // tags
 
-	// admission.k8s.io AdmissionReview (the proxy's webhook side, reference §5a)
+	// admission.k8s.io AdmissionReview (the proxy's webhook side)
 	sAdmission         // the review
 	sAdmissionRequest  // request: kind, resource, requestKind, requestResource hold groups; object, oldObject are roots
 	sAdmissionResponse // response: patch is a base64 JSON patch; status is a Status without a kind

@@ -13,8 +13,8 @@ var (
 	sepArrOpen, sepArrClose        = []byte{'['}, []byte{']'}
 )
 
-// MaxObjectSize caps one unit (an object, a list item, a watch frame) at 8 MiB (reference §5): memory stays
-// bounded by the largest object, whatever the size of a list.
+// MaxObjectSize caps one unit (an object, a list item, a watch frame) at 8 MiB: memory stays bounded by the largest
+// object, whatever the size of a list.
 const MaxObjectSize = 8 << 20
 
 // source is a buffered reader with a byte-level JSON framer: brace/bracket depth plus string and escape state,
@@ -508,8 +508,9 @@ func (t *Translator) ResponseWatchEvent(frame []byte, ctx Context) (Result, erro
 	return t.rewrite(DirectionResponse, frame, sEvent, ctx)
 }
 
-// ErrorEvent is the watch frame the proxy sends when a frame fails to translate: an ERROR event with a 500
-// Status, after which it ends the stream so the client relists (reference §4.4). It ends with a newline.
+// ErrorEvent is the watch frame the proxy sends when a frame fails to translate: an ERROR event with a 500 Status,
+// after which it ends the stream so the client relists (untranslated bytes never reach a client). It ends with a
+// newline.
 func ErrorEvent(err error) []byte {
 	msg := "capi-private proxy: watch event could not be translated"
 	if err != nil {

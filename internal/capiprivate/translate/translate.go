@@ -3,11 +3,11 @@
 // and response bodies, headers, watch events, discovery and OpenAPI (the exact inverse) — without network access
 // or a Kubernetes client.
 //
-// The rule is structural and keyed on member names (reference §4.1): values of apiVersion, apiGroup, apiGroups,
-// CRD-rule resourceNames and a few `group` members are renamed; label keys, annotations, finalizers, selectors,
-// managedFields[].fieldsV1, ConfigMap/Secret data, continue tokens and resourceVersions are never touched, and
-// versions are never converted. Rewriting works on the original bytes: only the renamed string literals change,
-// every other byte (key order, whitespace, numbers, escapes) is copied verbatim.
+// The rule is structural and keyed on member names: values of apiVersion, apiGroup, apiGroups, CRD-rule resourceNames
+// and a few `group` members are renamed; label keys, annotations, finalizers, selectors, managedFields[].fieldsV1,
+// ConfigMap/Secret data, continue tokens and resourceVersions are never touched, and versions are never converted.
+// Rewriting works on the original bytes: only the renamed string literals change, every other byte (key order,
+// whitespace, numbers, escapes) is copied verbatim.
 //
 // Each unit (an object, a list item, a watch event) first goes through the fast path: if it contains none of the
 // mapping's needles it is returned as the same slice, with no copy and no decode. Translation fails closed: every

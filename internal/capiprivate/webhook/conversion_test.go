@@ -110,7 +110,7 @@ func nestedString(t *testing.T, obj *unstructured.Unstructured, path string) str
 	return v
 }
 
-// S2 through the real API server: every kind created at v1beta2 (status written through /status) is read at
+// Conversion through the real API server: every kind created at v1beta2 (status written through /status) is read at
 // each older served version, written back unchanged at that version (object and status), and read at v1beta2
 // again: exactly the same object, with the same generation (the spec never changed).
 func TestConversionRoundTripThroughAPIServer(t *testing.T) {
@@ -367,7 +367,7 @@ func code(err error) int32 {
 
 func isStatus(err error, c int32) bool { return code(err) == c }
 
-// §6: with the webhook down, v1beta1 requests fail with 500 and v1beta2 (storage) requests keep working.
+// With the webhook down, v1beta1 requests fail with 500 and v1beta2 (storage) requests keep working.
 func TestWebhookDown(t *testing.T) {
 	ns := env.NewNamespace(t, "down")
 	kv := "infrastructure.cluster.hypershift.openshift.io"

@@ -63,7 +63,8 @@ func hasLabels(m *dto.Metric, labels map[string]string) bool {
 	return true
 }
 
-// §11: conversions by kind, versions and result; their duration by kind; apiVersion lookups by result.
+// The webhook's metrics: conversions by kind, versions and result; their duration by kind; apiVersion lookups by
+// result.
 func TestMetrics(t *testing.T) {
 	ns := env.NewNamespace(t, "metrics")
 	ctx := t.Context()

@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the deprecated v1beta1 (and ipam v1alpha1) API packages are what this webhook serves.
 
-// Package webhook is capi-private's CRD conversion webhook (reference docs/capi-private.md): controller-runtime's
+// Package webhook is capi-private's CRD conversion webhook (docs/capi-private.md): controller-runtime's
 // conversion handler over a scheme that knows the upstream Cluster API types only under the private groups, so
 // kube-apiserver converts the private CRDs with upstream's own converters. Nothing is renamed and nothing is
 // converted by hand.

@@ -202,7 +202,7 @@ func swapGetter(t *testing.T, g func(schema.GroupKind) (string, error)) {
 }
 
 // A private v1beta2 Machine converted to v1beta1 comes back in the private group, and the getter was asked about
-// the private infrastructure kind (§6, verified in-process).
+// the private infrastructure kind (in-process, without kube-apiserver).
 func TestHandlerConvertsPrivateMachine(t *testing.T) {
 	g := &recordingGetter{}
 	w := newOffline(t, g.get)

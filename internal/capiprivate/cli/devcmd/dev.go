@@ -36,8 +36,10 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
 )
 
-// Scope annotations of reference §8.1: the fake private operator reconciles HostedClusters marked
-// private-capi-types, the fake legacy operator those marked scope: legacy.
+// The annotations dev's fake operators select HostedClusters by: the private one reconciles those marked
+// private-capi-types, the legacy one those marked scope: legacy. (A simplification: HyperShift's private operator
+// takes every HostedCluster without a scope; see docs/capi-private-migration.md, section "Two operators through
+// HyperShift's own scoping".)
 const (
 	PrivateTypesAnnotation = "hypershift.openshift.io/private-capi-types"
 	ScopeAnnotation        = "hypershift.openshift.io/scope"

@@ -7,7 +7,8 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
 
-// Metrics are the migrator's Prometheus metrics (reference §11). Every name starts with capi_private_migration_.
+// Metrics are the migrator's Prometheus metrics (docs/capi-private-migration.md, section "Metrics and events"). Every
+// name starts with capi_private_migration_.
 type Metrics struct {
 	// HostedClusters counts HostedClusters by state: legacy (pending), in_progress, migrated, failed, unclassified.
 	HostedClusters *prometheus.GaugeVec

@@ -259,7 +259,7 @@ func (r *rig) count(g capitest.Groups) map[string]int {
 
 func (r *rig) ledger() capitest.Stats { return harness.Ledger.StatsFor(r.hc.Namespace()) }
 
-// checkMigrated asserts the state after a successful migration (S11): the standard objects are gone, every
+// checkMigrated asserts the state after a successful migration: the standard objects are gone, every
 // private object is a twin whose owners are twins (new UIDs), the HostedControlPlane is owned by the private
 // Cluster, Machines kept their names, providerIDs and Nodes, and the ledger saw no create and no delete.
 func (r *rig) checkMigrated(wantCounts map[string]int, machines int) {
@@ -380,7 +380,7 @@ func expectedCounts(mds, machines int, mhc bool) map[string]int {
 	return m
 }
 
-// TestMigrateEndToEnd is S11: a legacy hosted cluster with 2 MachineDeployments × 2 Machines migrates with no
+// TestMigrateEndToEnd: a legacy hosted cluster with 2 MachineDeployments × 2 Machines migrates with no
 // instance created or deleted, then scales in the private group.
 func TestMigrateEndToEnd(t *testing.T) {
 	const mds, machines = 2, 2
@@ -528,7 +528,7 @@ func checkEvents(t *testing.T, hc types.NamespacedName, reasons ...string) {
 }
 
 // denyPrivateCreate installs a ValidatingAdmissionPolicy that denies creating the named objects in the private
-// groups in namespace (the fault injection of reference §10.1), and returns a function removing it.
+// groups in namespace (how these tests make a private create fail), and returns a function removing it.
 func denyPrivateCreate(t *testing.T, namespace string, spec any, names ...string) func() {
 	t.Helper()
 	ctx := t.Context()
@@ -586,7 +586,7 @@ func denyPrivateCreate(t *testing.T, namespace string, spec any, names ...string
 	return remove
 }
 
-// TestRollbackOnDeniedCreate is S12's first case: the private create of a middle object is denied, so the run
+// TestRollbackOnDeniedCreate: the private create of a middle object is denied, so the run
 // rolls back: the cluster is legacy again, healthy, with migration-failed set, no twin left and no instance
 // deleted; after an SRE removes migration-failed (and the cause), the retry migrates it.
 func TestRollbackOnDeniedCreate(t *testing.T) {
@@ -906,7 +906,7 @@ func TestMigrationScale(t *testing.T) {
 	}
 }
 
-// TestTwoHostedClustersInSequence is S13's first case: two legacy hosted clusters migrate strictly one after the
+// TestTwoHostedClustersInSequence: two legacy hosted clusters migrate strictly one after the
 // other, the older one first (the ordering policy), each without instance churn.
 func TestTwoHostedClustersInSequence(t *testing.T) {
 	const mds, machines = 1, 2

@@ -1,4 +1,4 @@
-// Package plan is the migrator's pure decision layer (reference capi-private.md §8): it reads a HostedCluster's
+// Package plan is the migrator's pure decision layer (docs/capi-private-migration.md): it reads a HostedCluster's
 // persisted migration state from its annotations, decides from that state and an observation of the cluster the
 // one next action (Step), and computes the object-graph work those actions need — owners-first order, private
 // twins with remapped groups and UIDs, owner re-pointing, verification and preconditions. It performs no I/O;
@@ -79,7 +79,8 @@ const (
 	FieldManager = "capi-private-migrate"
 )
 
-// Failure reasons (reference §8.1), the value of FailedAnnotation and the `reason` metric label.
+// Failure reasons: the value of FailedAnnotation and the `reason` metric label (docs/capi-private-migration.md,
+// section "Metrics and events", lists them).
 const (
 	ReasonPreconditionChanged  = "precondition-changed"
 	ReasonQuiesceTimeout       = "quiesce-timeout"

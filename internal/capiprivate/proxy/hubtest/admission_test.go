@@ -63,7 +63,7 @@ func serveTLS(t *testing.T, h http.Handler) (string, []byte) {
 	return "https://" + l.Addr().String(), ca.CertPEM
 }
 
-// §5a: CAPI's own webhooks (sigs.k8s.io/cluster-api/webhooks, unmodified, speaking the standard groups) guard the
+// CAPI's own webhooks (sigs.k8s.io/cluster-api/webhooks, unmodified, speaking the standard groups) guard the
 // private CRDs through the proxy's admission side: kube-apiserver sends AdmissionReviews about private objects,
 // the proxy translates them for CAPI and translates CAPI's answers back. A MachineDeployment created through the
 // proxy at v1beta1 is defaulted by CAPI's defaulter; an invalid Cluster is refused with CAPI's message.

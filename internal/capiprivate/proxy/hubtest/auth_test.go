@@ -77,7 +77,7 @@ func uniqueAgent(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
-// S9: the caller reaches RBAC and audit through the proxy. A limited token gets 403 until a Role written through
+// The caller reaches RBAC and audit through the proxy. A limited token gets 403 until a Role written through
 // the proxy (standard group, stored private) grants it; audit names the caller and the impersonated user; a
 // client-certificate kubeconfig gets 401 and never reaches kube-apiserver.
 func TestS9Auth(t *testing.T) {
@@ -180,7 +180,7 @@ func TestS9Auth(t *testing.T) {
 	}
 }
 
-// S9: own-identity mode uses the proxy's kubeconfig (here a token file) and refuses requests carrying
+// Own-identity mode uses the proxy's kubeconfig (here a token file) and refuses requests carrying
 // credentials or impersonation; audit names the proxy's identity.
 func TestS9OwnIdentity(t *testing.T) {
 	ctx := t.Context()

@@ -20,10 +20,11 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// The benchmarks of `make bench-capi` (reference §10.3): the capi-private binary runs as a subprocess (its heap
-// and RSS are its own), and each iteration sends the same request once directly to kube-apiserver (HTTPS, HTTP/2)
-// and once through the proxy (plain HTTP on loopback, then HTTPS/HTTP/2 upstream), alternating which goes first,
-// so both see the same load. Latencies are whole round trips with the body read; the table is printed at the end.
+// The benchmarks of `make bench-capi` (their figures are in docs/capi-private.md): the capi-private binary runs as a
+// subprocess (its heap and RSS are its own), and each iteration sends the same request once directly to kube-apiserver
+// (HTTPS, HTTP/2) and once through the proxy (plain HTTP on loopback, then HTTPS/HTTP/2 upstream), alternating which
+// goes first, so both see the same load. Latencies are whole round trips with the body read; the table is printed at
+// the end.
 
 const benchNS = "bench-capi"
 

@@ -16,7 +16,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
 )
 
-// S8: content types. Binary Accept is answered as JSON (counted); a CBOR body is refused; a protobuf Secret owned
+// Content types. Binary Accept is answered as JSON (counted); a CBOR body is refused; a protobuf Secret owned
 // by a KubevirtMachine is stored private; a protobuf body of a type the proxy cannot decode is refused; gzip from
 // kube-apiserver is decoded and translated; Tables and metadata-only lists are translated; a body above 3 MiB is
 // 413.

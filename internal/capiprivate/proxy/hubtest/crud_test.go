@@ -16,7 +16,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
 )
 
-// S1: every kind, written through the proxy at each served version, reads back at every other version through
+// Every kind, written through the proxy at each served version, reads back at every other version through
 // the proxy in the standard groups, and is stored in the private group with private references. Update, merge
 // patch, /status, /scale, dryRun, 409, fieldValidation and Warning through the proxy; deletecollection at the end.
 func TestS1CRUDEveryKindAcrossVersions(t *testing.T) {

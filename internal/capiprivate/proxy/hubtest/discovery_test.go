@@ -25,7 +25,7 @@ import (
 
 const aggregatedAccept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
 
-// S5: discovery through the proxy shows exactly one cluster.x-k8s.io, with the private CRDs' versions, in v1 and
+// Discovery through the proxy shows exactly one cluster.x-k8s.io, with the private CRDs' versions, in v1 and
 // aggregated discovery, where the platform's entry was; ETags round-trip to 304; private and escaped paths 404.
 func TestS5Discovery(t *testing.T) {
 	ps := startProxy(t, proxy.Options{})
@@ -244,7 +244,7 @@ func kubectl(t *testing.T, ps *proxyServer, token string, args ...string) (strin
 	return string(out), err
 }
 
-// S5: kubectl through a proxy kubeconfig: api-resources, get (the platform's Machine stays invisible), explain,
+// kubectl through a proxy kubeconfig: api-resources, get (the platform's Machine stays invisible), explain,
 // apply --server-side with a conflict, get crd by its standard name. Over HTTPS: clientcmd sends a kubeconfig's
 // credentials only to https servers (client_config.go: "only try to read the auth information if we are secure").
 func TestS5Kubectl(t *testing.T) {

@@ -66,7 +66,7 @@ func newGate(t *testing.T) *gate {
 	return g
 }
 
-// S14: kube-apiserver unreachable → 503 with Retry-After: 1, which client-go retries until it succeeds.
+// kube-apiserver unreachable → 503 with Retry-After: 1, which client-go retries until it succeeds.
 func TestS14UpstreamDownRetried(t *testing.T) {
 	g := newGate(t)
 	g.down.Store(true)
@@ -103,7 +103,7 @@ func TestS14UpstreamDownRetried(t *testing.T) {
 	}
 }
 
-// S14: fail closed. A request body that does not parse → 400 (counted). An upstream that answers non-JSON naming a
+// Fail closed. A request body that does not parse → 400 (counted). An upstream that answers non-JSON naming a
 // mapped group → 502; a watch frame that does not translate → an ERROR event, then the end of the stream; a list
 // that breaks mid-item → an aborted response, never truncated JSON that parses.
 func TestS14FailClosed(t *testing.T) {
@@ -180,7 +180,7 @@ func TestS14FailClosed(t *testing.T) {
 	}
 }
 
-// S14: a client that goes away ends its watch upstream too (kube-apiserver's long-running request gauge falls
+// A client that goes away ends its watch upstream too (kube-apiserver's long-running request gauge falls
 // back), and Run shuts down gracefully: open watches end, health and metrics were served.
 func TestS14CancellationAndShutdown(t *testing.T) {
 	ns := env.NewNamespace(t, "cancel")

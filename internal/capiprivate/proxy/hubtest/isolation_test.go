@@ -18,7 +18,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
 )
 
-// S10: the platform's standard CAPI objects and CRDs are invisible through the proxy and never change; a
+// The platform's standard CAPI objects and CRDs are invisible through the proxy and never change; a
 // platform-owned Secret reads with its owner escaped and keeps its standard owner through an update; a watch of
 // CRDs never shows a platform CRD's event.
 func TestS10PlatformIsolation(t *testing.T) {

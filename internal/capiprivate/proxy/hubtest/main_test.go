@@ -1,6 +1,7 @@
-// Package hubtest holds the proxy's integration tests and benchmarks on the real hub (reference §10.2 S1, S3–S5,
-// S7–S10, S14, §5a, §10.3): one testenv for the package, in-process proxies per test, and the capi-private binary
-// as a subprocess where a test kills or measures the proxy process.
+// Package hubtest holds the proxy's integration tests and benchmarks on the real hub (CRUD at every version, patches
+// and server-side apply, watches, discovery, keys never renamed, content types, auth, isolation of the platform's
+// objects, failures, the admission side, and the figures of `make bench-capi`): one testenv for the package, in-process
+// proxies per test, and the capi-private binary as a subprocess where a test kills or measures the proxy process.
 package hubtest
 
 import (

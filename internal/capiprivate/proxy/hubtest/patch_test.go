@@ -11,7 +11,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
 )
 
-// S3: JSON patch `test` operations on reference groups match what is stored (they are translated too); SSA in
+// JSON patch `test` operations on reference groups match what is stored (they are translated too); SSA in
 // JSON and YAML with a conflict; managedFields standard through the proxy and private when read directly.
 func TestS3PatchesAndApply(t *testing.T) {
 	ctx := t.Context()

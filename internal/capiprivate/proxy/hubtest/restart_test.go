@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// S4/S14: 50 informers watch Machines through a capi-private subprocess. The proxy is killed with SIGKILL in the
+// 50 informers watch Machines through a capi-private subprocess. The proxy is killed with SIGKILL in the
 // middle of a stream of writes, writes go on while it is down, and a new process takes over the same socket. Every
 // informer ends with exactly the direct informer's event sequence (same events, same order: it resumed from its
 // resourceVersion, nothing lost, nothing reordered), and the new process served no LIST (no informer relisted).

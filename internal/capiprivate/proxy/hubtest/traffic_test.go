@@ -142,7 +142,7 @@ func classify(a, b any) string {
 // untouchable: no byte under these members may change.
 var untouchable = []string{"/labels", "/annotations", "/finalizers", "/selector", "/matchLabels", "/matchExpressions", "/clusterSelector", "/data", "/fieldsV1"}
 
-// S7: a traffic diff around the proxy. Every request and response is recorded on the client side and on the
+// A traffic diff around the proxy. Every request and response is recorded on the client side and on the
 // kube-apiserver side; the two differ only in group values at apiVersion/apiGroup/group members. No label,
 // annotation, finalizer or selector byte changes, and label selectors in queries pass byte for byte. CAPI finds
 // the <cluster>-kubeconfig Secret by label through the proxy.

@@ -28,7 +28,7 @@ type event struct{ typ, name, rv string }
 
 func (e event) String() string { return e.typ + " " + e.name + "@" + e.rv }
 
-// S4: for every kind, a watch through the proxy sees the same events in the same order as a direct watch of the
+// For every kind, a watch through the proxy sees the same events in the same order as a direct watch of the
 // private group, in the standard group; bookmarks pass (the initial-events-end bookmark of a watch list).
 func TestS4WatchEveryKindInOrder(t *testing.T) {
 	ctx := t.Context()
@@ -179,7 +179,7 @@ func rawWatch(t *testing.T, url, token string, stop func(map[string]any) bool) (
 	}
 }
 
-// S4: limit=50 pagination through the proxy: continue tokens pass unchanged and the pages add up to a direct list.
+// limit=50 pagination through the proxy: continue tokens pass unchanged and the pages add up to a direct list.
 func TestS4Pagination(t *testing.T) {
 	ctx := t.Context()
 	ps := startProxy(t, proxy.Options{})
