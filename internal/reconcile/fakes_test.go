@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -93,12 +94,7 @@ func (ix *memIndex) Get(id string) (clusters.View, bool) {
 func (ix *memIndex) IDs() []string {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ids := make([]string, 0, len(ix.views))
-	for id := range ix.views {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(ix.views))
 }
 
 func (ix *memIndex) Len() int {
