@@ -41,66 +41,71 @@ func (f *fixture) reconcileOnce(t *testing.T, id string) (time.Duration, []strin
 
 var errHub = errors.New("hub says no")
 
+// reconcileCase is one instance as the index holds it, and what one reconcile of it must do.
+type reconcileCase struct {
+	name    string
+	view    *clusters.View // nil: the index does not know the id
+	noRep   bool           // without status events
+	live    *clusters.View // LiveView's answer (nil: gone)
+	fail    string         // a Provisioner method that fails
+	requeue time.Duration
+	err     bool
+	calls   []string
+}
+
+var reconcileCases = []reconcileCase{
+	{name: "unknown and never seen: nothing (the orphan sweep handles leftovers)", calls: nil},
+	{name: "NodePools without a HostedCluster, never seen: nothing", view: ptrTo(view("a", nil, readyPool("np"))), calls: nil},
+	{name: "pending: reported, converged, looked at again at the provisioning timeout",
+		view: ptrTo(view("a", pending("c-a"))), requeue: 44*time.Minute + 10*time.Millisecond,
+		calls: []string{"report a PENDING", "converge c-a"}},
+	{name: "ready: reported, converged, no deadline",
+		view:  ptrTo(view("a", ready("c-a"), readyPool("np"))),
+		calls: []string{"report a READY", "converge c-a"}},
+	{name: "ready without status events: converged only",
+		view: ptrTo(view("a", ready("c-a"), readyPool("np"))), noRep: true,
+		calls: []string{"converge c-a"}},
+	{name: "converge fails: reported first, the error is returned",
+		view: ptrTo(view("a", ready("c-a"), readyPool("np"))), fail: "Converge", err: true,
+		calls: []string{"report a READY", "converge c-a"}},
+	{name: "being deleted by HyperShift: DELETING, the un-ownable objects go, no converge, warn deadline",
+		view: ptrTo(view("a", deleting("c-a"))), requeue: 14*time.Minute + 10*time.Millisecond,
+		calls: []string{"report a DELETING", `delete-acm a name="c-a"`}},
+	{name: "being deleted, ACM objects fail: the error is returned",
+		view: ptrTo(view("a", deleting("c-a"))), fail: "DeleteACMObjects", err: true,
+		calls: []string{"report a DELETING", `delete-acm a name="c-a"`}},
+	{name: "stepped back: confirmed against the API server, the live view is reported",
+		view: ptrTo(view("a", ready("c-a"))), live: ptrTo(view("a", ready("c-a"), readyPool("np"))),
+		calls: []string{"live a", "report a READY", "converge c-a"}},
+	{name: "stepped back and still short of workers live: PROVISIONING is reported",
+		view: ptrTo(view("a", ready("c-a"))), live: ptrTo(view("a", ready("c-a"))),
+		calls: []string{"live a", "report a PROVISIONING", "converge c-a"}},
+	{name: "stepped back, gone live: nothing reported (the delete event finishes it)",
+		view: ptrTo(view("a", ready("c-a"))), calls: []string{"live a"}},
+	{name: "stepped back, the API server does not answer: nothing reported, retried",
+		view: ptrTo(view("a", ready("c-a"))), fail: "LiveView", err: true, calls: []string{"live a"}},
+	{name: "stepped back without status events: nothing to confirm",
+		view: ptrTo(view("a", ready("c-a"))), noRep: true, calls: []string{"converge c-a"}},
+	{name: "released by HyperShift, DELETED not yet acknowledged: clean up, keep the finalizer, safety-net recheck",
+		view: ptrTo(view("a", released("c-a"))), requeue: 30 * time.Second,
+		calls: []string{"report a DELETED", `delete-acm a name="c-a"`, "release-agents a"}},
+	{name: "released without status events: clean up and let it go",
+		view: ptrTo(view("a", released("c-a"))), noRep: true,
+		calls: []string{`delete-acm a name="c-a"`, "release-agents a", "remove-finalizer c-a"}},
+	{name: "released, ACM objects fail: agents and finalizer wait",
+		view: ptrTo(view("a", released("c-a"))), fail: "DeleteACMObjects", err: true,
+		calls: []string{"report a DELETED", `delete-acm a name="c-a"`}},
+	{name: "released, agents fail: the finalizer waits",
+		view: ptrTo(view("a", released("c-a"))), noRep: true, fail: "ReleaseAgents", err: true,
+		calls: []string{`delete-acm a name="c-a"`, "release-agents a"}},
+	{name: "released, the finalizer cannot be removed: the error is returned",
+		view: ptrTo(view("a", released("c-a"))), noRep: true, fail: "RemoveStatusFinalizer", err: true,
+		calls: []string{`delete-acm a name="c-a"`, "release-agents a", "remove-finalizer c-a"}},
+}
+
 // What one reconcile of one instance does, by what the index holds: the calls in order and when to look again.
 func TestReconcileDecides(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		view    *clusters.View // nil: the index does not know the id
-		noRep   bool           // without status events
-		live    *clusters.View // LiveView's answer (nil: gone)
-		fail    string         // a Provisioner method that fails
-		requeue time.Duration
-		err     bool
-		calls   []string
-	}{
-		{name: "unknown and never seen: nothing (the orphan sweep handles leftovers)", calls: nil},
-		{name: "NodePools without a HostedCluster, never seen: nothing", view: ptrTo(view("a", nil, readyPool("np"))), calls: nil},
-		{name: "pending: reported, converged, looked at again at the provisioning timeout",
-			view: ptrTo(view("a", pending("c-a"))), requeue: 44*time.Minute + 10*time.Millisecond,
-			calls: []string{"report a PENDING", "converge c-a"}},
-		{name: "ready: reported, converged, no deadline",
-			view:  ptrTo(view("a", ready("c-a"), readyPool("np"))),
-			calls: []string{"report a READY", "converge c-a"}},
-		{name: "ready without status events: converged only",
-			view: ptrTo(view("a", ready("c-a"), readyPool("np"))), noRep: true,
-			calls: []string{"converge c-a"}},
-		{name: "converge fails: reported first, the error is returned",
-			view: ptrTo(view("a", ready("c-a"), readyPool("np"))), fail: "Converge", err: true,
-			calls: []string{"report a READY", "converge c-a"}},
-		{name: "being deleted by HyperShift: DELETING, the un-ownable objects go, no converge, warn deadline",
-			view: ptrTo(view("a", deleting("c-a"))), requeue: 14*time.Minute + 10*time.Millisecond,
-			calls: []string{"report a DELETING", `delete-acm a name="c-a"`}},
-		{name: "being deleted, ACM objects fail: the error is returned",
-			view: ptrTo(view("a", deleting("c-a"))), fail: "DeleteACMObjects", err: true,
-			calls: []string{"report a DELETING", `delete-acm a name="c-a"`}},
-		{name: "stepped back: confirmed against the API server, the live view is reported",
-			view: ptrTo(view("a", ready("c-a"))), live: ptrTo(view("a", ready("c-a"), readyPool("np"))),
-			calls: []string{"live a", "report a READY", "converge c-a"}},
-		{name: "stepped back and still short of workers live: PROVISIONING is reported",
-			view: ptrTo(view("a", ready("c-a"))), live: ptrTo(view("a", ready("c-a"))),
-			calls: []string{"live a", "report a PROVISIONING", "converge c-a"}},
-		{name: "stepped back, gone live: nothing reported (the delete event finishes it)",
-			view: ptrTo(view("a", ready("c-a"))), calls: []string{"live a"}},
-		{name: "stepped back, the API server does not answer: nothing reported, retried",
-			view: ptrTo(view("a", ready("c-a"))), fail: "LiveView", err: true, calls: []string{"live a"}},
-		{name: "stepped back without status events: nothing to confirm",
-			view: ptrTo(view("a", ready("c-a"))), noRep: true, calls: []string{"converge c-a"}},
-		{name: "released by HyperShift, DELETED not yet acknowledged: clean up, keep the finalizer, safety-net recheck",
-			view: ptrTo(view("a", released("c-a"))), requeue: 30 * time.Second,
-			calls: []string{"report a DELETED", `delete-acm a name="c-a"`, "release-agents a"}},
-		{name: "released without status events: clean up and let it go",
-			view: ptrTo(view("a", released("c-a"))), noRep: true,
-			calls: []string{`delete-acm a name="c-a"`, "release-agents a", "remove-finalizer c-a"}},
-		{name: "released, ACM objects fail: agents and finalizer wait",
-			view: ptrTo(view("a", released("c-a"))), fail: "DeleteACMObjects", err: true,
-			calls: []string{"report a DELETED", `delete-acm a name="c-a"`}},
-		{name: "released, agents fail: the finalizer waits",
-			view: ptrTo(view("a", released("c-a"))), noRep: true, fail: "ReleaseAgents", err: true,
-			calls: []string{`delete-acm a name="c-a"`, "release-agents a"}},
-		{name: "released, the finalizer cannot be removed: the error is returned",
-			view: ptrTo(view("a", released("c-a"))), noRep: true, fail: "RemoveStatusFinalizer", err: true,
-			calls: []string{`delete-acm a name="c-a"`, "release-agents a", "remove-finalizer c-a"}},
-	} {
+	for _, c := range reconcileCases {
 		t.Run(c.name, func(t *testing.T) {
 			var views []clusters.View
 			if c.view != nil {
