@@ -28,7 +28,6 @@ func notAfter(t *testing.T, certPEM []byte) float64 {
 // and is counted, so an alert can say so before that one expires; the certificate served is exported with its
 // expiry. A good file again is served at once.
 func TestServingCertificateReloadFailuresAreCounted(t *testing.T) {
-	reloadCheckEvery = 50 * time.Millisecond
 	ca := testpki.NewCA(t, "reload-ca")
 	first, second := ca.Serving(t, "first"), ca.Serving(t, "second")
 	dir := t.TempDir()
