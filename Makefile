@@ -106,7 +106,7 @@ manifests-check: $(HUB_BIN)/.complete ## render deploy/ and deploy/capi-private 
 # (sigs.k8s.io/cluster-api/util/conversion), which its webhook needs. capi-private shares no runtime package with
 # the cluster SP (only internal/buildinfo, build tooling).
 DEV_HARNESS   := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|/internal/(simulator|devhub|envagent|localhub|testpki|testwait|testlog|faultproxy|spprocess|manifesttest|cli/devcmd|capiprivate/(testenv|capitest|deploytest|deploytest/migratetest|cli/devcmd|inject/injecttest))$$
-SP_RUNTIME    := ^github.com/dcm-sp/acm-cluster-sp/internal/(app|cli|httpapi|clusters|provision|reconcile|render|hub|status|events|registration|health|config|meta|redact|security|inventory|versions|operation)$$
+SP_RUNTIME    := ^github.com/dcm-sp/acm-cluster-sp/internal/(app|cli|httpapi|clusters|provision|reconcile|render|hub|status|events|registration|health|config|meta|redact|security|inventory|versions|operation)(/.*)?$$
 
 .PHONY: check-prod-deps
 check-prod-deps: ## fail when a production binary links the dev harness (or, acm-cluster-sp, testing), or capi-private links the SP's runtime

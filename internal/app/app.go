@@ -31,6 +31,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/health"
 	"github.com/dcm-sp/acm-cluster-sp/internal/httpapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
 	"github.com/dcm-sp/acm-cluster-sp/internal/provision"
 	"github.com/dcm-sp/acm-cluster-sp/internal/reconcile"
 	"github.com/dcm-sp/acm-cluster-sp/internal/registration"
@@ -417,7 +418,7 @@ func (a *App) Run(ctx context.Context) error {
 // warnIfUnauthenticated says loudly, at start and every hour, that the API is open to anyone who can reach a
 // non-loopback address (auth none with allowUnauthenticated).
 func (a *App) warnIfUnauthenticated(ctx context.Context) {
-	if a.Config.Auth != config.AuthNone || config.IsLoopback(a.Config.ListenAddress) {
+	if a.Config.Auth != config.AuthNone || loopback.Is(a.Config.ListenAddress) {
 		return
 	}
 	warn := func() {

@@ -20,8 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/config"
-
+	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/client"
 )
@@ -73,7 +72,7 @@ func (o *clientOptions) restConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("--server %q: want http(s)://host:port", o.server)
 	}
 	hasCreds := cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.ExecProvider != nil || cfg.Password != ""
-	if hasCreds && u.Scheme == "http" && !config.IsLoopback(u.Host) {
+	if hasCreds && u.Scheme == "http" && !loopback.Is(u.Host) {
 		return nil, fmt.Errorf("refusing to send credentials over plain HTTP to %s: use an https:// --server", u.Host)
 	}
 	return cfg, nil

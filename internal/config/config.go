@@ -7,7 +7,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"reflect"
@@ -23,6 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/clusters"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
 )
 
 // Config is the whole configuration. Tags: `key` is the YAML key (env and flag names derive from it), `default`
@@ -542,7 +543,7 @@ func (c *Config) validateSecurity(bad func(key, format string, args ...any) erro
 		if c.AuthAnonymous {
 			return bad("authAnonymous", "applies only to auth kubernetes")
 		}
-		if !IsLoopback(c.ListenAddress) && !c.AllowUnauthenticated {
+		if !loopback.Is(c.ListenAddress) && !c.AllowUnauthenticated {
 			return bad("auth", "none on the non-loopback address %q lets anyone create and delete clusters and read their admin kubeconfigs; use auth kubernetes, listen on 127.0.0.1, or set allowUnauthenticated: true", c.ListenAddress)
 		}
 	default:
@@ -578,20 +579,6 @@ func (c *Config) validateSecurity(bad func(key, format string, args ...any) erro
 		}
 	}
 	return nil
-}
-
-// IsLoopback reports whether a listen address accepts connections from this host only (127.0.0.0/8, ::1,
-// localhost). An empty host (":8080") listens on every interface.
-func IsLoopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		host = listen
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // TLS reports whether the API is served over HTTPS.

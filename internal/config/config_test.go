@@ -149,12 +149,6 @@ func TestSecretNotEchoed(t *testing.T) {
 
 // Unauthenticated serving is allowed on loopback (dev), and elsewhere only when explicitly accepted.
 func TestLoopbackRule(t *testing.T) {
-	for addr, loopback := range map[string]bool{"127.0.0.1:8080": true, "[::1]:8080": true, "localhost:8080": true, "127.0.0.2:1": true,
-		":8080": false, "0.0.0.0:8080": false, "[::]:8080": false, "10.0.0.1:8080": false, "sp.example.com:8080": false} {
-		if IsLoopback(addr) != loopback {
-			t.Errorf("IsLoopback(%q) = %v", addr, !loopback)
-		}
-	}
 	if _, err := load(t, nil, map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": "127.0.0.1:8080"}, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package config
 import (
 	"net/url"
 	"strings"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
 )
 
 // validateTransport refuses credentials that would cross the network in clear: a NATS password (natsPasswordFile,
@@ -18,7 +20,7 @@ func (c *Config) validateTransport(bad func(key, format string, args ...any) err
 	natsTLS := c.NATSCAFile != "" || c.NATSCertFile != ""
 	for _, raw := range strings.Split(c.NATSURL, ",") {
 		u, err := url.Parse(strings.TrimSpace(raw))
-		if err != nil || natsTLS || u.Scheme == "tls" || u.Scheme == "wss" || IsLoopback(u.Hostname()) {
+		if err != nil || natsTLS || u.Scheme == "tls" || u.Scheme == "wss" || loopback.Is(u.Hostname()) {
 			continue
 		}
 		if _, hasPassword := u.User.Password(); hasPassword || u.User != nil && u.User.Username() != "" {
@@ -29,7 +31,7 @@ func (c *Config) validateTransport(bad func(key, format string, args ...any) err
 		}
 	}
 	if c.RegistrationTokenFile != "" && c.RegistrationURL != "" {
-		if u, err := url.Parse(c.RegistrationURL); err == nil && u.Scheme == "http" && !IsLoopback(u.Hostname()) {
+		if u, err := url.Parse(c.RegistrationURL); err == nil && u.Scheme == "http" && !loopback.Is(u.Hostname()) {
 			return bad("registrationTokenFile", "the registry's bearer token would be sent in clear over http:// to %s; %s", u.Hostname(), how)
 		}
 	}

@@ -2,18 +2,14 @@ package devhub
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
-	"time"
+
+	certutil "k8s.io/client-go/util/cert"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -71,40 +67,22 @@ func SeedAuth(ctx context.Context, cfg *rest.Config, ns, apiGroup string) error 
 }
 
 // SelfSignedServing writes, into dir, a CA (ca.crt) and a serving certificate it signed for 127.0.0.1 and
-// localhost (tls.crt, tls.key), valid for 30 days; it returns the three paths. For `dev --self-signed-tls` only.
+// localhost (tls.crt, tls.key), valid for a year; it returns the three paths. For `dev --self-signed-tls` only.
 func SelfSignedServing(dir string) (caFile, certFile, keyFile string, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	// client-go's helper, as kube-apiserver uses for its own self-signed serving certificate: certPEM holds the
+	// serving certificate, then the CA that signed it.
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}, nil)
 	if err != nil {
 		return "", "", "", err
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "acm-cluster-sp dev CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(30 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return "", "", "", err
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", "", err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "acm-cluster-sp"},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(30 * 24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return "", "", "", err
-	}
-	kd, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return "", "", "", err
+	serving, rest := pem.Decode(certPEM)
+	ca, _ := pem.Decode(rest)
+	if serving == nil || ca == nil {
+		return "", "", "", errors.New("self-signed certificate: expected a serving certificate and its CA")
 	}
 	caFile, certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	for path, block := range map[string]*pem.Block{caFile: {Type: "CERTIFICATE", Bytes: caDER}, certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "EC PRIVATE KEY", Bytes: kd}} {
-		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+	for path, data := range map[string][]byte{caFile: pem.EncodeToMemory(ca), certFile: certPEM, keyFile: keyPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
 			return "", "", "", fmt.Errorf("writing %s: %w", path, err)
 		}
 	}

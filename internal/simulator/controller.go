@@ -5,15 +5,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"slices"
 	"time"
+
+	certutil "k8s.io/client-go/util/cert"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -525,18 +524,13 @@ func adminKubeconfig(hc *hyperv1.HostedCluster) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "root-ca", OrganizationalUnit: []string{"openshift"}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(10 * 365 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "root-ca", Organization: []string{"openshift"}}, key)
 	if err != nil {
 		return nil, err
 	}
 	server := fmt.Sprintf("https://%s:6443", endpointHost(hc))
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: "sha256~" + randomString(43)}
 	cfg.Contexts["admin"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "admin", Namespace: "default"}
 	cfg.CurrentContext = "admin"

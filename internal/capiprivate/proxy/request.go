@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"bytes"
-	"net"
 	"net/http"
 	"net/textproto"
 	"strings"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/translate"
+	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
 )
 
 // This file holds the pure decisions about a request: who may pass, which headers go upstream, what the request
@@ -46,7 +46,7 @@ func authorize(mode AuthMode, h http.Header, remoteAddr string) *rejection {
 			return &rejection{http.StatusUnauthorized, RejectNoBearerToken, NoBearerTokenMessage}
 		}
 	case AuthOwnIdentity:
-		if !isLoopback(remoteAddr) {
+		if !loopback.Is(remoteAddr) {
 			return &rejection{http.StatusForbidden, RejectNotLoopback, "capi-private proxy in own-identity mode serves loopback callers only"}
 		}
 		if len(h.Values("Authorization")) > 0 || hasImpersonation(h) {
@@ -69,15 +69,6 @@ func hasImpersonation(h http.Header) bool {
 		}
 	}
 	return false
-}
-
-func isLoopback(remoteAddr string) bool {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // hopHeaders are connection-level headers a proxy never forwards (RFC 9110 §7.6.1).

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
 )
 
 // RunOptions configure Run: the `capi-private proxy` command.
@@ -66,18 +68,14 @@ const (
 // CheckListen validates a listen address against the auth mode and TLS: off loopback the proxy needs TLS, and
 // own-identity serves loopback only.
 func CheckListen(addr string, auth AuthMode, tlsConfigured bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	loopback := host == "localhost"
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		loopback = true
-	}
-	if !loopback && auth == AuthOwnIdentity {
+	onLoopback := loopback.Is(addr)
+	if !onLoopback && auth == AuthOwnIdentity {
 		return fmt.Errorf("--auth own-identity serves loopback only; %q is not a loopback address", addr)
 	}
-	if !loopback && !tlsConfigured {
+	if !onLoopback && !tlsConfigured {
 		return fmt.Errorf("listening on %q (not loopback) needs --tls-cert-file and --tls-private-key-file", addr)
 	}
 	return nil
