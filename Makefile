@@ -104,8 +104,8 @@ manifests-check: $(HUB_BIN)/.complete ## render deploy/ and deploy/capi-private 
 # What the production binaries must not link: the dev/test harness of either product, and (acm-cluster-sp) the
 # testing package. capi-private links `testing` through upstream Cluster API's v1beta1 conversions
 # (sigs.k8s.io/cluster-api/util/conversion), which its webhook needs. capi-private shares no runtime package with
-# the cluster SP (only internal/buildinfo, build tooling).
-DEV_HARNESS   := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|/internal/(simulator|devhub|envagent|localhub|testpki|testwait|testlog|faultproxy|spprocess|manifesttest|cli/devcmd|capiprivate/(testenv|capitest|deploytest|deploytest/migratetest|cli/devcmd|inject/injecttest))$$
+# the cluster SP (only the leaf packages internal/buildinfo and internal/loopback, and build tooling).
+DEV_HARNESS   := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|/internal/(simulator|devhub|envagent|localhub|testpki|testwait|testlog|faultproxy|spprocess|manifesttest|golden|chaos|cli/devcmd|capiprivate/(testenv|capitest|deploytest|deploytest/migratetest|cli/devcmd|inject/injecttest|crds/upstream|translate/internal/.*))$$
 SP_RUNTIME    := ^github.com/dcm-sp/acm-cluster-sp/internal/(app|cli|httpapi|clusters|provision|reconcile|render|hub|status|events|registration|health|config|meta|redact|security|inventory|versions|operation)(/.*)?$$
 
 .PHONY: check-prod-deps
