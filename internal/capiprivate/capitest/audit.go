@@ -41,19 +41,28 @@ type AuditEvent struct {
 // A long test run fills a log past its size limit, and a rotated file must neither hide events nor "prove" that
 // nothing was sent.
 func ReadAudit(path string, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
+	files, err := AuditFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []AuditEvent
+	for _, p := range files {
+		if out, err = readAuditFile(p, keep, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// AuditFiles lists the files of the audit log at path, oldest first: those kube-apiserver rotated away, then the log.
+func AuditFiles(path string) ([]string, error) {
 	ext := filepath.Ext(path)
 	rotated, err := filepath.Glob(strings.TrimSuffix(path, ext) + "-*" + ext)
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(rotated)
-	var out []AuditEvent
-	for _, p := range append(rotated, path) {
-		if out, err = readAuditFile(p, keep, out); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return append(rotated, path), nil
 }
 
 func readAuditFile(path string, keep func(*AuditEvent) bool, out []AuditEvent) ([]AuditEvent, error) {

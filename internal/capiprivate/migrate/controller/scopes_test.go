@@ -146,7 +146,7 @@ func checkScopes(t *testing.T, hc types.NamespacedName, legacyOp, privateOp stri
 
 // auditFiles names the audit log's files (the log and those rotated away) with their sizes, for a failure message.
 func auditFiles() string {
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(env.AuditLog), "audit*.log"))
+	files, _ := capitest.AuditFiles(env.AuditLog)
 	var out []string
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil {
