@@ -50,7 +50,7 @@ run-capi: $(HUB_BIN)/.complete ## run capi-private dev (bin/capi-private-dev): l
 test: $(HUB_BIN)/.complete ## run every test with the race detector (unit and integration, on the real local hub)
 	go test $(TEST_FLAGS) ./...
 
-BENCH_PKGS ?= ./internal/app/
+BENCH_PKGS ?= ./internal/sp/app/
 
 .PHONY: bench
 bench: $(HUB_BIN)/.complete build ## benchmarks (~10 min on a quiet 2-core machine): the SP process on a seeded local hub at 1,000 and 10,000 clusters: GET/LIST p50/p99 at c=1/8, creates/s, RSS/heap, event latency, start → ready; prints a table (bin/bench-report.md)
@@ -60,7 +60,7 @@ bench: $(HUB_BIN)/.complete build ## benchmarks (~10 min on a quiet 2-core machi
 .PHONY: chaos
 chaos: $(HUB_BIN)/.complete build ## chaos suite (not in make test, ~35 min): two SP processes on the local hub; kill -9, NATS outage, hub faults, API server restart, load; prints a table, fails on any loss
 	CHAOS_SP_BIN=$(CURDIR)/$(BIN) CHAOS_REPORT=$(CURDIR)/bin/chaos-report.md CHAOS_LOG_DIR=$(CURDIR)/bin/chaos-logs \
-		go test -tags chaos -run TestChaos -v -count=1 -timeout 150m ./internal/chaos/
+		go test -tags chaos -run TestChaos -v -count=1 -timeout 150m ./internal/devtest/sp/chaos/
 
 BENCH_CAPI_TIME ?= 5s
 
@@ -89,7 +89,7 @@ generate: ## regenerate code from api/v1alpha1/openapi.yaml
 	go generate ./...
 
 .PHONY: crds
-crds: ## regenerate internal/devhub/crds from the pinned upstream modules
+crds: ## regenerate internal/devtest/sp/sphub/crds from the pinned upstream modules
 	hack/crds.sh
 
 .PHONY: capi-crds
@@ -105,8 +105,8 @@ manifests-check: $(HUB_BIN)/.complete ## render deploy/ and deploy/capi-private 
 # testing package. capi-private links `testing` through upstream Cluster API's v1beta1 conversions
 # (sigs.k8s.io/cluster-api/util/conversion), which its webhook needs. capi-private shares no runtime package with
 # the cluster SP (only the leaf packages internal/buildinfo and internal/loopback, and build tooling).
-DEV_HARNESS   := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|/internal/(simulator|devhub|envagent|localhub|testpki|testwait|testlog|faultproxy|spprocess|manifesttest|golden|chaos|cli/devcmd|capiprivate/(testenv|capitest|deploytest|deploytest/migratetest|cli/devcmd|inject/injecttest|crds/upstream|translate/internal/.*))$$
-SP_RUNTIME    := ^github.com/dcm-sp/acm-cluster-sp/internal/(app|cli|httpapi|clusters|provision|reconcile|render|hub|status|events|registration|health|config|meta|redact|security|inventory|versions|operation)(/.*)?$$
+DEV_HARNESS   := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|/internal/devtest/|/internal/capiprivate/(crds/upstream|translate/internal/.*)$$
+SP_RUNTIME    := ^github.com/dcm-sp/acm-cluster-sp/internal/sp(/.*)?$$
 
 .PHONY: check-prod-deps
 check-prod-deps: ## fail when a production binary links the dev harness (or, acm-cluster-sp, testing), or capi-private links the SP's runtime
@@ -128,7 +128,7 @@ verify-capi-crds: ## fail when capi-private's vendored upstream CRDs, generated 
 .PHONY: verify
 verify: verify-capi-crds ## fail when generated code or CRDs are stale
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
-	 hack/crds.sh $$tmp/crds >/dev/null && diff -r $$tmp/crds internal/devhub/crds && echo "CRDs current"
+	 hack/crds.sh $$tmp/crds >/dev/null && diff -r $$tmp/crds internal/devtest/sp/sphub/crds && echo "CRDs current"
 	@$(MAKE) --no-print-directory generate >/dev/null && \
 	 if [ -n "$$(git status --porcelain -- api pkg internal docs)" ]; then echo "generated code is stale: run make generate"; git status --porcelain -- api pkg internal docs; exit 1; fi; \
 	 echo "generated code current"

@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/cli"
-	"github.com/dcm-sp/acm-cluster-sp/internal/cli/devcmd"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/devcmd"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/cli"
 )
 
 func main() {

@@ -1,5 +1,5 @@
 // Command acm-cluster-sp is the ACM Cluster Service Provider: `serve` runs the service against an ACM hub and
-// `clusters …` drives a running instance. The commands live in internal/cli. It links no dev or test machinery;
+// `clusters …` drives a running instance. The commands live in internal/sp/cli. It links no dev or test machinery;
 // `dev` is in the separate acm-cluster-sp-dev binary.
 package main
 
@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/cli"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/cli"
 )
 
 func main() {

@@ -1,6 +1,6 @@
 // Command capi-private-dev is capi-private with the real `dev` command (package devcmd): a local hub, the proxy,
-// the upstream CAPI controllers and a demo cluster in one process. It links the test machinery (envtest, testenv,
-// capitest), so it is a separate binary that `make run-capi` builds; the production capi-private never links it.
+// the upstream CAPI controllers and a demo cluster in one process. It links the test machinery (envtest, capihub,
+// capipods), so it is a separate binary that `make run-capi` builds; the production capi-private never links it.
 package main
 
 import (
@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/cli"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/cli/devcmd"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/devcmd"
 )
 
 func main() {

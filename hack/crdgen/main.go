@@ -1,5 +1,5 @@
 // Command crdgen is the Go half of hack/crds.sh: it turns files from pinned upstream Go modules into the
-// CustomResourceDefinition manifests committed under internal/devhub/crds. It is not part of any binary.
+// CustomResourceDefinition manifests committed under internal/devtest/sp/sphub/crds. It is not part of any binary.
 //
 // Usage:
 //

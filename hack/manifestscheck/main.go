@@ -19,7 +19,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/devhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/sphub"
 )
 
 // variants are the SP's; capiVariants (capiprivate.go) capi-private's.
@@ -39,12 +39,12 @@ func main() {
 func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	hub, err := devhub.Start(ctx, devhub.Options{NoNATS: true})
+	hub, err := sphub.Start(ctx, sphub.Options{NoNATS: true})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = hub.Stop() }()
-	kubectl := filepath.Join(devhub.DefaultBinDir(), "kubectl")
+	kubectl := filepath.Join(sphub.DefaultBinDir(), "kubectl")
 	// A dry run creates nothing, so objects in the products' own namespaces need them to exist on this throwaway hub.
 	for _, ns := range []string{"acm-cluster-sp", "capi-private"} {
 		if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", hub.KubeconfigPath, "create", "namespace", ns).CombinedOutput(); err != nil {

@@ -108,16 +108,12 @@ func TestCRDsGenerate(t *testing.T) {
 	}
 }
 
-// spPackages are acm-cluster-sp's runtime packages: neither capi-private binary may link one.
-var spPackages = []string{"/internal/clusters", "/internal/hub", "/internal/httpapi", "/internal/events",
-	"/internal/registration", "/internal/render", "/internal/status", "/internal/devhub", "/internal/config",
-	"/internal/app", "/internal/cli", "/internal/provision", "/internal/reconcile", "/internal/security",
-	"/internal/golden", "/internal/health", "/internal/inventory", "/internal/meta", "/internal/redact",
-	"/internal/simulator", "/internal/versions"}
+// spPackages are acm-cluster-sp's runtime and dev harness (every package under these folders): neither
+// capi-private binary may link one.
+var spPackages = []string{"/internal/sp/", "/internal/devtest/sp/"}
 
 // testMachinery is capi-private's (and the shared) test and dev machinery: only cmd/capi-private-dev links it.
-var testMachinery = []string{"/internal/localhub", "/internal/capiprivate/testenv", "/internal/capiprivate/capitest",
-	"/internal/capiprivate/cli/devcmd", "/internal/capiprivate/crds/upstream", "/internal/testpki"}
+var testMachinery = []string{"/internal/devtest/", "/internal/capiprivate/crds/upstream"}
 
 func deps(t *testing.T, pkg string) []string {
 	t.Helper()
@@ -132,7 +128,7 @@ func linked(pkgs []string, suffixes []string) []string {
 	var out []string
 	for _, pkg := range pkgs {
 		for _, f := range suffixes {
-			if strings.HasSuffix(pkg, "acm-cluster-sp"+f) {
+			if p := "github.com/dcm-sp/acm-cluster-sp" + f; pkg == p || strings.HasPrefix(pkg, p) && strings.HasSuffix(f, "/") {
 				out = append(out, pkg)
 			}
 		}
@@ -157,7 +153,7 @@ func TestBinaryDependencies(t *testing.T) {
 	for _, pkg := range linked(dev, spPackages) {
 		t.Errorf("cmd/capi-private-dev links %s", pkg)
 	}
-	if len(linked(dev, []string{"/internal/capiprivate/cli/devcmd"})) != 1 {
+	if !slices.Contains(dev, "github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/devcmd") {
 		t.Error("cmd/capi-private-dev does not link devcmd")
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds/upstream"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
-	"github.com/dcm-sp/acm-cluster-sp/internal/golden"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/golden"
 )
 
 func generate(t *testing.T, src crds.Source, file string, cc apiextensionsv1.WebhookClientConfig) (string, []byte) {

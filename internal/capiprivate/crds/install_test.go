@@ -13,13 +13,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
 )
 
-var env *testenv.Env
+var env *capihub.Env
 
 // The test environment installs the private CRDs with crds.Install (URL client config, caBundle, probe).
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+func TestMain(m *testing.M) { os.Exit(capihub.Main(m, &env)) }
 
 func listCRDs(t *testing.T) map[string]apiextensionsv1.CustomResourceDefinition {
 	t.Helper()

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
 )
 
 // withServiceAccountVolume adds what kube-apiserver's ServiceAccount admission plugin adds before mutating

@@ -8,7 +8,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
 )
 
 const (

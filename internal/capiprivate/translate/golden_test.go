@@ -11,7 +11,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/translate/internal/fixtures"
-	"github.com/dcm-sp/acm-cluster-sp/internal/golden"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/golden"
 )
 
 // Objects built from the upstream CAPI v1.12.10 Go types: the client's view translates to exactly what is stored,

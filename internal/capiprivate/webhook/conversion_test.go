@@ -24,13 +24,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/webhook"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
 )
 
-var env *testenv.Env
+var env *capihub.Env
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+func TestMain(m *testing.M) { os.Exit(capihub.Main(m, &env)) }
 
 func load(t *testing.T, path, ns string) *unstructured.Unstructured {
 	t.Helper()

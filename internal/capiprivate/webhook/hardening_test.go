@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/webhook"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // offline is a webhook with limits and its own registry. New installs its getter process-wide: the test

@@ -21,13 +21,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/rbacmirror"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // MirrorLabel selects the namespaces the test's RBAC mirror works on.
@@ -45,7 +45,7 @@ type pod struct {
 // namespace, the HyperShift operator in its own namespace) were created from HyperShift's recorded Deployments and
 // admitted through the injector, with HyperShift's RBAC.
 type e2eCluster struct {
-	hc        *capitest.HostedCluster
+	hc        *capipods.HostedCluster
 	ns        string
 	pods      map[string]*pod
 	sets      []*podSet
@@ -56,7 +56,7 @@ type e2eCluster struct {
 // startE2E writes the hosted cluster, marks its control plane namespace (labelled for the mirror or not), admits
 // the Pods and starts their sidecars; the fake control-plane-operator runs straight to kube-apiserver (it is not
 // an injected component).
-func startE2E(t *testing.T, ctx context.Context, h *capitest.Harness, mirrored bool) *e2eCluster {
+func startE2E(t *testing.T, ctx context.Context, h *capipods.Harness, mirrored bool) *e2eCluster {
 	t.Helper()
 	name := fmt.Sprintf("e2e-%d", nsCounter.Add(1))
 	cpSet, opSet := newPodSet(t, ctx, name), newPodSet(t, ctx, name+"-op")
@@ -80,7 +80,7 @@ func startE2E(t *testing.T, ctx context.Context, h *capitest.Harness, mirrored b
 	e.admit(t, ctx, injecttest.Operator, e.operatorN, opSet)
 	cpSet.startSidecar(t, e.pods["cluster-api"])
 	opSet.startSidecar(t, e.pods[injecttest.Operator])
-	cpo, err := h.StartPod(ctx, capitest.Direct, capitest.RoleControlPlaneOperator, e.ns)
+	cpo, err := h.StartPod(ctx, capipods.Direct, capipods.RoleControlPlaneOperator, e.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +101,12 @@ func newKubelet(t *testing.T) *injecttest.Kubelet {
 // createMarkedCluster writes the hosted cluster's objects in the private groups, as HyperShift creates its control
 // plane namespace with them; then the namespace gets HyperShift's label and the marker (the migrator's switch
 // step, or a cluster created private).
-func createMarkedCluster(t *testing.T, ctx context.Context, h *capitest.Harness, name string, mirrored bool) *capitest.HostedCluster {
+func createMarkedCluster(t *testing.T, ctx context.Context, h *capipods.Harness, name string, mirrored bool) *capipods.HostedCluster {
 	t.Helper()
 	hcNamespace := namespace(t, "clusters-"+name, name, false)
-	hc, err := h.CreateHostedCluster(ctx, capitest.HostedClusterSpec{
-		Namespace: hcNamespace, Name: "demo", Groups: capitest.PrivateGroups,
-		MachineDeployments: []capitest.MachineDeploymentSpec{{Name: name + "-workers", Replicas: 2}},
+	hc, err := h.CreateHostedCluster(ctx, capipods.HostedClusterSpec{
+		Namespace: hcNamespace, Name: "demo", Groups: capipods.PrivateGroups,
+		MachineDeployments: []capipods.MachineDeploymentSpec{{Name: name + "-workers", Replicas: 2}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -145,12 +145,12 @@ func (e *e2eCluster) admit(t *testing.T, ctx context.Context, comp, ns string, s
 }
 
 // startComponent runs role's controllers with a client built exactly from what comp's rerouted container sees.
-func (e *e2eCluster) startComponent(t *testing.T, h *capitest.Harness, comp, role string) *capitest.Manager {
+func (e *e2eCluster) startComponent(t *testing.T, h *capipods.Harness, comp, role string) *capipods.Manager {
 	t.Helper()
 	components, namespace := h.Components(role, e.ns), e.ns
 	if comp == injecttest.Operator { // cluster-wide, reconciling this test's HostedCluster only
 		spec := e.hc.Spec
-		components, namespace = []capitest.Component{capitest.HostedClusterOperator{Name: "private-" + e.ns, Accept: func(o *hyperv1.HostedCluster) bool {
+		components, namespace = []capipods.Component{capipods.HostedClusterOperator{Name: "private-" + e.ns, Accept: func(o *hyperv1.HostedCluster) bool {
 			return o.Namespace == spec.Namespace && o.Name == spec.Name
 		}}}, ""
 	}
@@ -161,7 +161,7 @@ func (e *e2eCluster) startComponent(t *testing.T, h *capitest.Harness, comp, rol
 	if !strings.HasPrefix(cfg.Host, "https://127.0.0.1:") {
 		t.Fatalf("the rerouted container's in-cluster config goes to %s, not the sidecar", cfg.Host)
 	}
-	m, err := capitest.StartManager(cfg, capitest.ManagerOptions{Name: e.ns + "/" + comp, Namespace: namespace, Components: components, Log: logger().WithName(comp)})
+	m, err := capipods.StartManager(cfg, capipods.ManagerOptions{Name: e.ns + "/" + comp, Namespace: namespace, Components: components, Log: logger().WithName(comp)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,13 +170,13 @@ func (e *e2eCluster) startComponent(t *testing.T, h *capitest.Harness, comp, rol
 }
 
 // forbidden are the 403 answers kube-apiserver gave the Pods' service accounts (audit log).
-func (e *e2eCluster) forbidden(t *testing.T) []capitest.AuditEvent {
+func (e *e2eCluster) forbidden(t *testing.T) []capipods.AuditEvent {
 	t.Helper()
 	users := map[string]bool{}
 	for _, p := range e.pods {
 		users["system:serviceaccount:"+p.obj.Namespace+":"+p.obj.Spec.ServiceAccountName] = true
 	}
-	evs, err := capitest.ReadAudit(env.AuditLog, func(ev *capitest.AuditEvent) bool {
+	evs, err := capipods.ReadAudit(env.AuditLog, func(ev *capipods.AuditEvent) bool {
 		return users[ev.User.Username] && ev.Stage == "ResponseComplete" && ev.ResponseStatus.Code == http.StatusForbidden
 	})
 	if err != nil {
@@ -202,12 +202,12 @@ func (e *e2eCluster) proxied(t *testing.T) (forbidden, all float64) {
 // all; without them, the private groups are refused.
 func TestCAPIThroughInjectedSidecar(t *testing.T) {
 	ctx := context.Background()
-	workload, err := env.Kubeconfig(testenv.AdminUser, env.AdminToken)
+	workload, err := env.Kubeconfig(capihub.AdminUser, env.AdminToken)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := capitest.New(ctx, capitest.Options{Direct: env.TokenConfig(env.AdminToken), WorkloadKubeconfig: workload, Log: logger(),
-		Platforms: []capitest.Platform{capitest.KubeVirt}}) // HyperShift's capi-provider Role here is KubeVirt's
+	h, err := capipods.New(ctx, capipods.Options{Direct: env.TokenConfig(env.AdminToken), WorkloadKubeconfig: workload, Log: logger(),
+		Platforms: []capipods.Platform{capipods.KubeVirt}}) // HyperShift's capi-provider Role here is KubeVirt's
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,19 +216,19 @@ func TestCAPIThroughInjectedSidecar(t *testing.T) {
 	t.Run("with the mirrored rules", func(t *testing.T) {
 		startMirror(t, ctx)
 		e := startE2E(t, ctx, h, true)
-		e.startComponent(t, h, "cluster-api", capitest.RoleCAPI)
-		e.startComponent(t, h, "capi-provider", capitest.RoleProvider)
+		e.startComponent(t, h, "cluster-api", capipods.RoleCAPI)
+		e.startComponent(t, h, "capi-provider", capipods.RoleProvider)
 		e.startComponent(t, h, injecttest.Operator, "")
-		if _, err := e.hc.WaitMachinesRunning(ctx, capitest.PrivateGroups, 2, 4*time.Minute); err != nil {
+		if _, err := e.hc.WaitMachinesRunning(ctx, capipods.PrivateGroups, 2, 4*time.Minute); err != nil {
 			e.dump(t, h)
 			t.Fatalf("%v; 403s: %v", err, e.forbidden(t))
 		}
 		cp := e.pods["cluster-api"]
 		cp.set.checkReload(t, ctx, e.kubelet, cp)
-		if err := e.hc.ScaleMachineDeployment(ctx, h.Client, capitest.PrivateGroups, e.hc.Spec.MachineDeployments[0].Name, 3); err != nil {
+		if err := e.hc.ScaleMachineDeployment(ctx, h.Client, capipods.PrivateGroups, e.hc.Spec.MachineDeployments[0].Name, 3); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.hc.WaitMachinesRunning(ctx, capitest.PrivateGroups, 3, 3*time.Minute); err != nil {
+		if _, err := e.hc.WaitMachinesRunning(ctx, capipods.PrivateGroups, 3, 3*time.Minute); err != nil {
 			e.dump(t, h)
 			t.Fatal(err)
 		}
@@ -241,8 +241,8 @@ func TestCAPIThroughInjectedSidecar(t *testing.T) {
 
 	t.Run("without them", func(t *testing.T) {
 		e := startE2E(t, ctx, h, false)
-		e.startComponent(t, h, "cluster-api", capitest.RoleCAPI)
-		var evs []capitest.AuditEvent
+		e.startComponent(t, h, "cluster-api", capipods.RoleCAPI)
+		var evs []capipods.AuditEvent
 		testwait.For(t, time.Minute, "a 403 for cluster-api on a private group", func() bool {
 			evs = e.forbidden(t)
 			return len(evs) > 0
@@ -340,10 +340,10 @@ func startMirror(t *testing.T, ctx context.Context) {
 }
 
 // dump logs the state of the cluster's CAPI objects (on a failure).
-func (e *e2eCluster) dump(t *testing.T, h *capitest.Harness) {
+func (e *e2eCluster) dump(t *testing.T, h *capipods.Harness) {
 	t.Helper()
 	for _, kind := range []string{"Cluster", "KubevirtCluster", "MachineDeployment", "Machine", "KubevirtMachine"} {
-		items, err := e.hc.List(context.Background(), h.Client, capitest.PrivateGroups, kind)
+		items, err := e.hc.List(context.Background(), h.Client, capipods.PrivateGroups, kind)
 		if err != nil {
 			t.Logf("%s: %v", kind, err)
 			continue

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 func allComponents() []string {

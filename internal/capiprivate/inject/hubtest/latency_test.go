@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
 )
 
 // TestAdmissionLatency measures what the injector adds to Pod admission: the same cluster-api Pod created,

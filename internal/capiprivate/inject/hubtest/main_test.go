@@ -1,5 +1,5 @@
 // Package hubtest runs the sidecar injector, the RBAC mirror and the proxy against the real kube-apiserver of
-// capi-private's test hub (testenv, with ServiceAccount admission): the webhook is registered on the API server,
+// capi-private's test hub (capihub, with ServiceAccount admission): the webhook is registered on the API server,
 // Pods are created from HyperShift's recorded Deployments, and the upstream CAPI controllers run with clients built
 // from what an injected Pod's containers see.
 package hubtest
@@ -28,12 +28,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
 )
 
 var (
-	env *testenv.Env
+	env *capihub.Env
 	// main is the injector most tests use; clockOffset shifts its certificate controller's clock.
 	main        *injector
 	clockOffset atomic.Int64
@@ -45,12 +45,12 @@ var (
 const TestLabel = "capi-private-test/injector"
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.MainWith(m, &env, testenv.Options{ServiceAccounts: true}, setup))
+	os.Exit(capihub.MainWith(m, &env, capihub.Options{ServiceAccounts: true}, setup))
 }
 
 // setup runs once the hub is up: HyperShift's PriorityClasses (the Pods name them), the injector's identity and
 // the main injector.
-func setup(ctx context.Context, e *testenv.Env) (func(), error) {
+func setup(ctx context.Context, e *capihub.Env) (func(), error) {
 	env = e
 	for _, pc := range []string{"hypershift-control-plane", "hypershift-operator"} {
 		if err := e.Client.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: pc}, Value: 100000000}); err != nil {

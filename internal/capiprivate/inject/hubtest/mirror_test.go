@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/rbacmirror"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // allowed asks kube-apiserver whether the service account may verb resource in group in ns.

@@ -17,10 +17,10 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // TestRefusedBeforeFirstWrite: a hosted cluster holding an object of a renamed group that has no private CRD (an
@@ -63,8 +63,8 @@ func TestRefusedBeforeFirstWrite(t *testing.T) {
 	if err := harness.Client.Delete(ctx, widget); err != nil {
 		t.Fatal(err)
 	}
-	mhc := r.list(capitest.StandardGroups, "MachineHealthCheck")[0]
-	stray := capitest.NewCAPIObject(capitest.PrivateGroups, "MachineHealthCheck")
+	mhc := r.list(capipods.StandardGroups, "MachineHealthCheck")[0]
+	stray := capipods.NewCAPIObject(capipods.PrivateGroups, "MachineHealthCheck")
 	stray.SetNamespace(r.hc.Namespace())
 	stray.SetName(mhc.GetName())
 	stray.Object["spec"] = mhc.Object["spec"]
@@ -81,7 +81,7 @@ func TestRefusedBeforeFirstWrite(t *testing.T) {
 	if w := writes.list(); len(w) != 0 {
 		t.Fatalf("writes with a stray: %v", w)
 	}
-	after := capitest.NewCAPIObject(capitest.PrivateGroups, "MachineHealthCheck")
+	after := capipods.NewCAPIObject(capipods.PrivateGroups, "MachineHealthCheck")
 	if err := harness.Client.Get(ctx, client.ObjectKeyFromObject(stray), after); err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,8 @@ func TestRefusedBeforeFirstWrite(t *testing.T) {
 func TestStrayNeitherAdoptedNorDeleted(t *testing.T) {
 	const mds, machines = 1, 1
 	r := newRig(t, "stray", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
-	mhc := r.list(capitest.StandardGroups, "MachineHealthCheck")[0]
-	stray := capitest.NewCAPIObject(capitest.PrivateGroups, "MachineHealthCheck")
+	mhc := r.list(capipods.StandardGroups, "MachineHealthCheck")[0]
+	stray := capipods.NewCAPIObject(capipods.PrivateGroups, "MachineHealthCheck")
 	stray.SetNamespace(r.hc.Namespace())
 	stray.SetName(mhc.GetName())
 	stray.Object["spec"] = mhc.Object["spec"]
@@ -118,7 +118,7 @@ func TestStrayNeitherAdoptedNorDeleted(t *testing.T) {
 	if a[plan.FailedAnnotation] != plan.ReasonCreateFailed || a[plan.ScopeAnnotation] != plan.ScopeLegacy {
 		t.Errorf("annotations %v, want migration-failed %s", a, plan.ReasonCreateFailed)
 	}
-	after := capitest.NewCAPIObject(capitest.PrivateGroups, "MachineHealthCheck")
+	after := capipods.NewCAPIObject(capipods.PrivateGroups, "MachineHealthCheck")
 	if err := harness.Client.Get(t.Context(), client.ObjectKeyFromObject(stray), after); err != nil {
 		t.Fatalf("the stray: %v", err)
 	}
@@ -130,7 +130,7 @@ func TestStrayNeitherAdoptedNorDeleted(t *testing.T) {
 		if k == "MachineHealthCheck" {
 			want = 1 // the stray
 		}
-		if n := len(r.list(capitest.PrivateGroups, k)); n != want {
+		if n := len(r.list(capipods.PrivateGroups, k)); n != want {
 			t.Errorf("%d private %s after the rollback, want %d", n, k, want)
 		}
 	}
@@ -152,7 +152,7 @@ func TestQuiesceUndoneEndsAtDeadline(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
 	var reverts atomic.Int32
-	go undoQuiesce(ctx, r.hc.Namespace(), capitest.RoleCAPI, &reverts)
+	go undoQuiesce(ctx, r.hc.Namespace(), capipods.RoleCAPI, &reverts)
 	r.mu.Lock()
 	r.hook = func(a plan.Action) {
 		if a.Changes.Set[plan.PhaseAnnotation] == string(plan.PhaseRollingBack) {
@@ -201,7 +201,7 @@ func TestQuiesceUndoneEndsAtDeadline(t *testing.T) {
 	if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.hc.WaitMachinesRunning(t.Context(), capitest.StandardGroups, machines, time.Minute); err != nil {
+	if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
@@ -246,7 +246,7 @@ func undoQuiesce(ctx context.Context, namespace, name string, reverts *atomic.In
 func TestCleanupFailsAfterCommit(t *testing.T) {
 	const mds, machines = 1, 1
 	r := newRig(t, "stalled", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
-	oldCluster := r.list(capitest.StandardGroups, "Cluster")[0]
+	oldCluster := r.list(capipods.StandardGroups, "Cluster")[0]
 	var remove func()
 	var once sync.Once
 	r.mu.Lock()
@@ -254,7 +254,7 @@ func TestCleanupFailsAfterCommit(t *testing.T) {
 		if a.Changes.Set[plan.PhaseAnnotation] == string(plan.PhaseCommitted) {
 			once.Do(func() {
 				remove = denyPolicy(t, "deny-delete-"+r.ns, []string{r.hc.Namespace()}, []admissionv1.OperationType{admissionv1.Delete},
-					[]string{capitest.ClusterGroup, capitest.InfrastructureGroup},
+					[]string{capipods.ClusterGroup, capipods.InfrastructureGroup},
 					func() bool { return deniedDryRunDelete(context.Background(), oldCluster.DeepCopy()) })
 			})
 		}
@@ -280,7 +280,7 @@ func TestCleanupFailsAfterCommit(t *testing.T) {
 	if !allProxied(t, r) {
 		t.Error("a Deployment runs without the proxy while clean-up is stalled")
 	}
-	if _, err := r.hc.WaitMachinesRunning(t.Context(), capitest.PrivateGroups, machines, time.Minute); err != nil {
+	if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.PrivateGroups, machines, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	remove()
@@ -308,10 +308,10 @@ func TestRetryAfterIncompleteRollback(t *testing.T) {
 	// The deletes are denied in the hosted control plane namespace and in a probe namespace, whose private object
 	// shows when the policy is in effect (a delete is admitted only once the object exists).
 	probeNS := env.NewNamespace(t, "probe")
-	probe := capitest.NewCAPIObject(capitest.PrivateGroups, "MachineHealthCheck")
+	probe := capipods.NewCAPIObject(capipods.PrivateGroups, "MachineHealthCheck")
 	probe.SetNamespace(probeNS)
 	probe.SetName("probe")
-	probe.Object["spec"] = r.list(capitest.StandardGroups, "MachineHealthCheck")[0].Object["spec"]
+	probe.Object["spec"] = r.list(capipods.StandardGroups, "MachineHealthCheck")[0].Object["spec"]
 	if err := harness.Client.Create(t.Context(), probe); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestRetryAfterIncompleteRollback(t *testing.T) {
 	if a[plan.FailedAnnotation] != plan.ReasonRollbackIncomplete || a[plan.ScopeAnnotation] != plan.ScopeLegacy || a[plan.LeftoversAnnotation] == "" {
 		t.Fatalf("annotations %v, want migration-failed %s and leftovers", a, plan.ReasonRollbackIncomplete)
 	}
-	leftCluster := r.list(capitest.PrivateGroups, "Cluster")
+	leftCluster := r.list(capipods.PrivateGroups, "Cluster")
 	if len(leftCluster) != 1 || !paused(leftCluster[0].Object) {
 		t.Fatalf("leftover private Clusters %d (paused %v)", len(leftCluster), len(leftCluster) == 1 && paused(leftCluster[0].Object))
 	}
@@ -333,10 +333,10 @@ func TestRetryAfterIncompleteRollback(t *testing.T) {
 	if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.hc.WaitMachinesRunning(t.Context(), capitest.StandardGroups, machines, time.Minute); err != nil {
+	if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if cl := r.list(capitest.StandardGroups, "Cluster")[0]; paused(cl.Object) {
+	if cl := r.list(capipods.StandardGroups, "Cluster")[0]; paused(cl.Object) {
 		t.Error("the standard Cluster is still paused")
 	}
 	checkEvents(t, r.key, "MigrationFailed")
@@ -369,8 +369,8 @@ func TestPartialDiscoveryWaits(t *testing.T) {
 	// An APIService whose Service does not exist (apiregistration.k8s.io/v1, written as data: no client for it here).
 	svc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1alpha1.unavailable.capitest.invalid"},
-		"spec": map[string]any{"group": "unavailable.capitest.invalid", "version": "v1alpha1", "groupPriorityMinimum": int64(1000),
+		"metadata": map[string]any{"name": "v1alpha1.unavailable.capipods.invalid"},
+		"spec": map[string]any{"group": "unavailable.capipods.invalid", "version": "v1alpha1", "groupPriorityMinimum": int64(1000),
 			"versionPriority": int64(15), "insecureSkipTLSVerify": true,
 			"service": map[string]any{"namespace": r.ns, "name": "nothing-here", "port": int64(443)}},
 	}}

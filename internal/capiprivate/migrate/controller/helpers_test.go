@@ -23,11 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // The provider-like kinds the tests install in the standard infrastructure group: a pair (standard and private
@@ -323,9 +323,9 @@ func (w *waitCounter) count(hc types.NamespacedName, p plan.Phase, why string) i
 
 // applyLabels server-side applies labels example.com/<v> on MachineDeployment name as field manager
 // hypershift-nodepool (in the standard groups: through the proxy, c is the proxy's client).
-func applyLabels(t *testing.T, c client.Client, g capitest.Groups, namespace, name string, values ...string) {
+func applyLabels(t *testing.T, c client.Client, g capipods.Groups, namespace, name string, values ...string) {
 	t.Helper()
-	md := capitest.NewCAPIObject(g, "MachineDeployment")
+	md := capipods.NewCAPIObject(g, "MachineDeployment")
 	md.SetNamespace(namespace)
 	md.SetName(name)
 	labels := map[string]string{}
@@ -342,7 +342,7 @@ func applyLabels(t *testing.T, c client.Client, g capitest.Groups, namespace, na
 func standardKinds() []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
 	for _, k := range graphKinds {
-		out = append(out, capitest.NewCAPIObject(capitest.StandardGroups, k).GroupVersionKind())
+		out = append(out, capipods.NewCAPIObject(capipods.StandardGroups, k).GroupVersionKind())
 	}
 	return append(out, schema.GroupVersionKind{Group: infraGroup, Version: "v1alpha1", Kind: "ExampleMachine"})
 }
@@ -352,7 +352,7 @@ func standardKinds() []schema.GroupVersionKind {
 func checkExampleMachines(t *testing.T, r *rig, n int) {
 	t.Helper()
 	machines := map[string]types.UID{}
-	for _, m := range r.list(capitest.PrivateGroups, "Machine") {
+	for _, m := range r.list(capipods.PrivateGroups, "Machine") {
 		machines[m.GetName()] = m.GetUID()
 	}
 	private := listExample(t, privateInfraGroup, "ExampleMachine", r.hc.Namespace())
@@ -363,7 +363,7 @@ func checkExampleMachines(t *testing.T, r *rig, n int) {
 		uid := machines[ex.GetName()]
 		refs := ex.GetOwnerReferences()
 		ref, _, _ := unstructured.NestedString(ex.Object, "spec", "machineRef", "uid")
-		if len(refs) != 1 || refs[0].UID != uid || refs[0].APIVersion != capitest.PrivateGroups.APIVersion(capitest.ClusterGroup, "v1beta2") || ref != string(uid) {
+		if len(refs) != 1 || refs[0].UID != uid || refs[0].APIVersion != capipods.PrivateGroups.APIVersion(capipods.ClusterGroup, "v1beta2") || ref != string(uid) {
 			t.Errorf("ExampleMachine %s: owners %+v, machineRef uid %s; want the private Machine %s", ex.GetName(), refs, ref, uid)
 		}
 		if ex.GetAnnotations()[plan.MigratedFromUIDAnnotation] == "" {
@@ -377,7 +377,7 @@ func checkExampleMachines(t *testing.T, r *rig, n int) {
 
 // dependentRoles are the simulated CAPI-dependent components of every rig's hosted cluster (HyperShift's names,
 // read off its rendered Deployments independently of the injector's table).
-var dependentRoles = []string{capitest.RoleCAPI, capitest.RoleProvider, capitest.RoleAutoscaler, capitest.RoleMachineApprover, capitest.RoleHCCO}
+var dependentRoles = []string{capipods.RoleCAPI, capipods.RoleProvider, capipods.RoleAutoscaler, capipods.RoleMachineApprover, capipods.RoleHCCO}
 
 // sidecar reports whether pod runs a native sidecar (an init container that always restarts): the injected proxy.
 func sidecar(pod *corev1.Pod) bool {
@@ -396,8 +396,8 @@ func (r *rig) dependentPods() (injected, uninjected []string) {
 	}
 	for i := range list.Items {
 		p := &list.Items[i]
-		role := p.Labels[capitest.ComponentLabel]
-		if !slices.Contains(dependentRoles, role) && role != capitest.RoleKarpenterOperator {
+		role := p.Labels[capipods.ComponentLabel]
+		if !slices.Contains(dependentRoles, role) && role != capipods.RoleKarpenterOperator {
 			continue
 		}
 		if sidecar(p) {

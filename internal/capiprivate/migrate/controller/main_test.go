@@ -13,19 +13,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject/injecttest"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
 )
 
 // One hub (kube-apiserver, etcd, kube-controller-manager's garbage collector, the conversion webhook), one proxy
-// and one capitest harness (upstream CAPI and the ledger provider in simulated pods) for the package's
+// and one capipods harness (upstream CAPI and the ledger provider in simulated pods) for the package's
 // integration tests; tests keep apart by namespace and read the ledger per namespace.
 var (
-	env      *testenv.Env
-	harness  *capitest.Harness
-	proxy    *capitest.RunningProxy
+	env      *capihub.Env
+	harness  *capipods.Harness
+	proxy    *capipods.RunningProxy
 	viaProxy client.Client
 )
 
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	// ServiceAccount admission: the injector's readiness probe creates a HyperShift-shaped Pod (its projected
 	// kube-api-access volume comes from the plugin).
-	opts := testenv.Options{ServiceAccounts: true}
+	opts := capihub.Options{ServiceAccounts: true}
 	log := logr.Discard()
 	if os.Getenv("CAPI_TESTENV_VERBOSE") != "" {
 		opts.ControllerManagerOutput = os.Stderr
@@ -47,30 +47,30 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var err error
-	if env, err = testenv.Start(ctx, opts); err != nil {
-		fmt.Fprintln(os.Stderr, "testenv:", err)
+	if env, err = capihub.Start(ctx, opts); err != nil {
+		fmt.Fprintln(os.Stderr, "capihub:", err)
 		_ = env.Stop()
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	workload, err := env.Kubeconfig(testenv.AdminUser, env.AdminToken)
+	workload, err := env.Kubeconfig(capihub.AdminUser, env.AdminToken)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if proxy, err = capitest.StartProxy(ctx, capitest.ProxyOptions{Upstream: env.Config}); err != nil {
+	if proxy, err = capipods.StartProxy(ctx, capipods.ProxyOptions{Upstream: env.Config}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = proxy.Stop() }()
-	if viaProxy, err = client.New(proxy.Config(env.AdminToken), client.Options{Scheme: capitest.NewScheme()}); err != nil {
+	if viaProxy, err = client.New(proxy.Config(env.AdminToken), client.Options{Scheme: capipods.NewScheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if harness, err = capitest.New(ctx, capitest.Options{
+	if harness, err = capipods.New(ctx, capipods.Options{
 		Direct: env.TokenConfig(env.AdminToken), Proxied: proxy.Config(env.AdminToken), WorkloadKubeconfig: workload, Log: log,
 	}); err != nil {
-		fmt.Fprintln(os.Stderr, "capitest:", err)
+		fmt.Fprintln(os.Stderr, "capipods:", err)
 		return 1
 	}
 	stopInjector, err := startInjector(ctx)
@@ -79,10 +79,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stopInjector()
-	fmt.Fprintf(os.Stderr, "testenv started: %s\n", env.Timings)
+	fmt.Fprintf(os.Stderr, "capihub started: %s\n", env.Timings)
 	code := m.Run()
 	if err := harness.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "capitest: stop:", err)
+		fmt.Fprintln(os.Stderr, "capipods: stop:", err)
 		code = max(code, 1)
 	}
 	return code

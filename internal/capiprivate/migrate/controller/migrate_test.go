@@ -27,11 +27,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // kinds the harness's hosted clusters have (the migrator lists all of controller.DefaultKinds).
@@ -50,9 +50,9 @@ func testConfig() plan.Config {
 // (each accepting only its scope), and the migrate manager when started.
 type rig struct {
 	t        *testing.T
-	platform capitest.Platform // of the hosted cluster (KubeVirt when unset)
+	platform capipods.Platform // of the hosted cluster (KubeVirt when unset)
 	ns       string
-	hc       *capitest.HostedCluster
+	hc       *capipods.HostedCluster
 	key      types.NamespacedName
 	reg      *prometheus.Registry
 	metrics  *controller.Metrics
@@ -62,7 +62,7 @@ type rig struct {
 	actions []timedAction
 	hook    func(plan.Action) // called after each executed action
 	all     []hcAction        // every executed action of every HostedCluster
-	before  []capitest.MachineState
+	before  []capipods.MachineState
 }
 
 type hcAction struct {
@@ -90,12 +90,12 @@ func newRigWith(t *testing.T, name string, mds, machines int, annotations map[st
 }
 
 // newRigSpec is newRigWith with the hosted cluster's spec adjusted by mutate (nil: as LegacyHostedCluster makes it).
-func newRigSpec(t *testing.T, name string, mds, machines int, annotations map[string]string, privateLater bool, mutate func(*capitest.HostedClusterSpec)) *rig {
+func newRigSpec(t *testing.T, name string, mds, machines int, annotations map[string]string, privateLater bool, mutate func(*capipods.HostedClusterSpec)) *rig {
 	t.Helper()
 	ctx := t.Context()
 	ns := env.NewNamespace(t, "mig")
 	r := &rig{t: t, ns: ns, key: types.NamespacedName{Namespace: ns, Name: name}}
-	legacy, err := harness.StartHyperShiftOperator(ctx, "legacy-"+ns, capitest.Direct, capitest.LegacyOperatorEnv, r.inNS)
+	legacy, err := harness.StartHyperShiftOperator(ctx, "legacy-"+ns, capipods.Direct, capipods.LegacyOperatorEnv, r.inNS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func newRigSpec(t *testing.T, name string, mds, machines int, annotations map[st
 	if !privateLater {
 		r.startPrivateOperator()
 	}
-	spec := capitest.LegacyHostedCluster(ns, name, mds, machines)
+	spec := capipods.LegacyHostedCluster(ns, name, mds, machines)
 	spec.Annotations = annotations
 	if mutate != nil {
 		mutate(&spec)
@@ -126,7 +126,7 @@ func (r *rig) inNS(hc *hyperv1.HostedCluster) bool { return hc.Namespace == r.ns
 // startPrivateOperator starts the private HyperShift operator: the default one (no scope), through the proxy.
 func (r *rig) startPrivateOperator() {
 	r.t.Helper()
-	private, err := harness.StartHyperShiftOperator(r.t.Context(), "private-"+r.ns, capitest.Proxied, capitest.PrivateOperatorEnv, r.inNS)
+	private, err := harness.StartHyperShiftOperator(r.t.Context(), "private-"+r.ns, capipods.Proxied, capipods.PrivateOperatorEnv, r.inNS)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func (r *rig) waitLegacyRunning(n int) {
 	var err error
 	// A loaded 2-core machine provisions a few Machines a second at best: big clusters get longer.
 	within := max(4*time.Minute, time.Duration(n)*3*time.Second)
-	if r.before, err = r.hc.WaitMachinesRunning(r.t.Context(), capitest.StandardGroups, n, within); err != nil {
+	if r.before, err = r.hc.WaitMachinesRunning(r.t.Context(), capipods.StandardGroups, n, within); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -227,7 +227,7 @@ func (r *rig) actionTime(k plan.Kind) time.Time {
 	return time.Time{}
 }
 
-func (r *rig) list(g capitest.Groups, kind string) []unstructured.Unstructured {
+func (r *rig) list(g capipods.Groups, kind string) []unstructured.Unstructured {
 	r.t.Helper()
 	items, err := r.hc.List(r.t.Context(), harness.Client, g, kind)
 	if err != nil {
@@ -239,7 +239,7 @@ func (r *rig) list(g capitest.Groups, kind string) []unstructured.Unstructured {
 // graphKinds are the kinds of the rig's hosted cluster that move: the core kinds and, when its provider's group
 // is renamed, the platform's.
 func (r *rig) graphKinds() []string {
-	if r.platform.Name == "" || r.platform.Name == capitest.KubeVirt.Name {
+	if r.platform.Name == "" || r.platform.Name == capipods.KubeVirt.Name {
 		return graphKinds
 	}
 	core := []string{"Cluster", "MachineDeployment", "MachineSet", "Machine", "MachineHealthCheck"}
@@ -249,7 +249,7 @@ func (r *rig) graphKinds() []string {
 	return append(core, r.platform.Kinds()...)
 }
 
-func (r *rig) count(g capitest.Groups) map[string]int {
+func (r *rig) count(g capipods.Groups) map[string]int {
 	out := map[string]int{}
 	for _, k := range r.graphKinds() {
 		out[k] = len(r.list(g, k))
@@ -257,7 +257,7 @@ func (r *rig) count(g capitest.Groups) map[string]int {
 	return out
 }
 
-func (r *rig) ledger() capitest.Stats { return harness.Ledger.StatsFor(r.hc.Namespace()) }
+func (r *rig) ledger() capipods.Stats { return harness.Ledger.StatsFor(r.hc.Namespace()) }
 
 // checkMigrated asserts the state after a successful migration: the standard objects are gone, every
 // private object is a twin whose owners are twins (new UIDs), the HostedControlPlane is owned by the private
@@ -267,21 +267,21 @@ func (r *rig) checkMigrated(wantCounts map[string]int, machines int) {
 	t.Helper()
 	ctx := t.Context()
 	testwait.For(t, time.Minute, "standard objects gone (orphan deletes finish)", func() bool {
-		for _, n := range r.count(capitest.StandardGroups) {
+		for _, n := range r.count(capipods.StandardGroups) {
 			if n != 0 {
 				return false
 			}
 		}
 		return true
 	})
-	if got := r.count(capitest.PrivateGroups); !mapsEqual(got, wantCounts) {
+	if got := r.count(capipods.PrivateGroups); !mapsEqual(got, wantCounts) {
 		t.Errorf("private objects %v, want %v", got, wantCounts)
 	}
 	uids := map[types.UID]bool{}
 	from := map[string]bool{}
 	var all []unstructured.Unstructured
 	for _, k := range r.graphKinds() {
-		for _, o := range r.list(capitest.PrivateGroups, k) {
+		for _, o := range r.list(capipods.PrivateGroups, k) {
 			uids[o.GetUID()] = true
 			// Non-empty on every twin (a MachineSet's is its MachineDeployment's once CAPI synced its annotations).
 			f := o.GetAnnotations()[plan.MigratedFromUIDAnnotation]
@@ -302,7 +302,7 @@ func (r *rig) checkMigrated(wantCounts map[string]int, machines int) {
 			}
 		}
 	}
-	cluster, err := r.hc.Get(ctx, harness.Client, capitest.PrivateGroups, "Cluster", r.hc.Spec.ClusterName())
+	cluster, err := r.hc.Get(ctx, harness.Client, capipods.PrivateGroups, "Cluster", r.hc.Spec.ClusterName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,12 +312,12 @@ func (r *rig) checkMigrated(wantCounts map[string]int, machines int) {
 	}
 	owned := false
 	for _, ref := range hcp.OwnerReferences {
-		owned = owned || (ref.UID == cluster.GetUID() && ref.APIVersion == capitest.PrivateGroups.APIVersion(capitest.ClusterGroup, "v1beta2"))
+		owned = owned || (ref.UID == cluster.GetUID() && ref.APIVersion == capipods.PrivateGroups.APIVersion(capipods.ClusterGroup, "v1beta2"))
 	}
 	if !owned {
 		t.Errorf("HostedControlPlane owners %+v, want the private Cluster %s", hcp.OwnerReferences, cluster.GetUID())
 	}
-	after, err := r.hc.MachineStates(ctx, capitest.PrivateGroups)
+	after, err := r.hc.MachineStates(ctx, capipods.PrivateGroups)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func (r *rig) checkMigrated(wantCounts map[string]int, machines int) {
 		err := harness.Client.Get(ctx, client.ObjectKeyFromObject(sentinel), &corev1.ConfigMap{})
 		return apierrors.IsNotFound(err)
 	})
-	if got := r.count(capitest.PrivateGroups); !mapsEqual(got, wantCounts) {
+	if got := r.count(capipods.PrivateGroups); !mapsEqual(got, wantCounts) {
 		t.Errorf("after GC: private objects %v, want %v", got, wantCounts)
 	}
 	if err := harness.Client.Get(ctx, client.ObjectKeyFromObject(hcp), hcp); err != nil {
@@ -386,15 +386,15 @@ func TestMigrateEndToEnd(t *testing.T) {
 	const mds, machines = 2, 2
 	r := newRig(t, "alpha", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	wantCounts := expectedCounts(mds, machines, true)
-	if got := r.count(capitest.StandardGroups); !mapsEqual(got, wantCounts) {
+	if got := r.count(capipods.StandardGroups); !mapsEqual(got, wantCounts) {
 		t.Fatalf("legacy objects %v, want %v", got, wantCounts)
 	}
-	oldCluster := r.list(capitest.StandardGroups, "Cluster")[0]
+	oldCluster := r.list(capipods.StandardGroups, "Cluster")[0]
 	ctx := t.Context()
 	// A provider-like kind the migrator discovers from its CRDs (standard and private installed): one per
 	// Machine, owned by it and referring to it by uid.
 	installKind(t, "examplemachines", "ExampleMachine", true)
-	for _, m := range r.list(capitest.StandardGroups, "Machine") {
+	for _, m := range r.list(capipods.StandardGroups, "Machine") {
 		ex := exampleObject(infraGroup, "ExampleMachine", r.hc.Namespace(), m.GetName())
 		ex.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: m.GetAPIVersion(), Kind: "Machine", Name: m.GetName(), UID: m.GetUID(), BlockOwnerDeletion: ptr.To(true)}})
 		ex.Object["spec"] = map[string]any{"machineRef": map[string]any{"apiVersion": m.GetAPIVersion(), "kind": "Machine", "name": m.GetName(), "uid": string(m.GetUID())}}
@@ -404,7 +404,7 @@ func TestMigrateEndToEnd(t *testing.T) {
 	}
 	// A field manager that applies its fields (as HyperShift's nodepool controller applies MachineDeployments).
 	md := r.hc.Spec.MachineDeployments[0].Name
-	applyLabels(t, harness.Client, capitest.StandardGroups, r.hc.Namespace(), md, "a", "b")
+	applyLabels(t, harness.Client, capipods.StandardGroups, r.hc.Namespace(), md, "a", "b")
 	deletes := watchDeletes(t, r.hc.Namespace(), standardKinds()...)
 	_, legacyPods := r.dependentPods()
 	begin := time.Now()
@@ -426,7 +426,7 @@ func TestMigrateEndToEnd(t *testing.T) {
 	// The switch was a rollout: every CAPI-dependent component runs new Pods with the sidecar.
 	r.checkRollout(true, legacyPods)
 	// managedFields came along, their apiVersions translated.
-	newCluster := r.list(capitest.PrivateGroups, "Cluster")[0]
+	newCluster := r.list(capipods.PrivateGroups, "Cluster")[0]
 	managers := map[string]string{}
 	for _, f := range newCluster.GetManagedFields() {
 		managers[f.Manager+"/"+string(f.Operation)] = f.APIVersion
@@ -443,10 +443,10 @@ func TestMigrateEndToEnd(t *testing.T) {
 	// once unpaused: the MachineSet twins carry their MachineDeployment's migrated-from-uid, and the migration still
 	// told them apart from born objects (it would have rolled back otherwise).
 	mdFrom := map[string]string{}
-	for _, md := range r.list(capitest.PrivateGroups, "MachineDeployment") {
+	for _, md := range r.list(capipods.PrivateGroups, "MachineDeployment") {
 		mdFrom[md.GetName()] = md.GetAnnotations()[plan.MigratedFromUIDAnnotation]
 	}
-	for _, ms := range r.list(capitest.PrivateGroups, "MachineSet") {
+	for _, ms := range r.list(capipods.PrivateGroups, "MachineSet") {
 		owner := ms.GetOwnerReferences()
 		if len(owner) == 0 || ms.GetAnnotations()[plan.MigratedFromUIDAnnotation] != mdFrom[owner[0].Name] {
 			t.Errorf("MachineSet %s: migrated-from-uid %s, want its MachineDeployment's (CAPI copies them): %v",
@@ -460,8 +460,8 @@ func TestMigrateEndToEnd(t *testing.T) {
 	}
 	// Field ownership survived the move: the manager that applied the labels drops one, through the proxy, and it
 	// is gone (the migrator co-owns nothing).
-	applyLabels(t, viaProxy, capitest.StandardGroups, r.hc.Namespace(), md, "a")
-	got, err := r.hc.Get(ctx, harness.Client, capitest.PrivateGroups, "MachineDeployment", md)
+	applyLabels(t, viaProxy, capipods.StandardGroups, r.hc.Namespace(), md, "a")
+	got, err := r.hc.Get(ctx, harness.Client, capipods.PrivateGroups, "MachineDeployment", md)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,16 +491,16 @@ func TestMigrateEndToEnd(t *testing.T) {
 	checkEvents(t, r.key, "MigrationStarted", "MigrationPhase", "Migrated")
 
 	// Scaling afterwards creates one Machine, in the private group, through the proxy.
-	if err := r.hc.ScaleMachineDeployment(t.Context(), viaProxy, capitest.StandardGroups, r.hc.Spec.MachineDeployments[0].Name, machines+1); err != nil {
+	if err := r.hc.ScaleMachineDeployment(t.Context(), viaProxy, capipods.StandardGroups, r.hc.Spec.MachineDeployments[0].Name, machines+1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.hc.WaitMachinesRunning(t.Context(), capitest.PrivateGroups, mds*machines+1, 2*time.Minute); err != nil {
+	if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.PrivateGroups, mds*machines+1, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if s := r.ledger(); s.Creates != mds*machines+1 || s.Deletes != 0 {
 		t.Errorf("after scaling: ledger %s", s)
 	}
-	if n := len(r.list(capitest.StandardGroups, "Machine")); n != 0 {
+	if n := len(r.list(capipods.StandardGroups, "Machine")); n != 0 {
 		t.Errorf("%d standard Machines after scaling", n)
 	}
 }
@@ -575,7 +575,7 @@ func denyPrivateCreate(t *testing.T, namespace string, spec any, names ...string
 	}
 	t.Cleanup(remove)
 	// The policy is in effect once a dry-run create of a denied name fails.
-	probe := capitest.NewCAPIObject(capitest.PrivateGroups, "MachineHealthCheck")
+	probe := capipods.NewCAPIObject(capipods.PrivateGroups, "MachineHealthCheck")
 	probe.SetNamespace(namespace)
 	probe.SetName(names[0])
 	probe.Object["spec"] = spec
@@ -600,21 +600,21 @@ func TestRollbackOnDeniedCreate(t *testing.T) {
 		t.Fatalf("annotations after rollback: %v", a)
 	}
 	for _, k := range graphKinds {
-		if n := len(r.list(capitest.PrivateGroups, k)); n != 0 {
+		if n := len(r.list(capipods.PrivateGroups, k)); n != 0 {
 			t.Errorf("%d private %s left after rollback", n, k)
 		}
 	}
-	if got := r.count(capitest.StandardGroups); !mapsEqual(got, expectedCounts(mds, machines, true)) {
+	if got := r.count(capipods.StandardGroups); !mapsEqual(got, expectedCounts(mds, machines, true)) {
 		t.Errorf("legacy objects after rollback %v", got)
 	}
 	if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	// Healthy on the legacy controllers again: scale up by one in the standard group.
-	if err := r.hc.ScaleMachineDeployment(t.Context(), harness.Client, capitest.StandardGroups, r.hc.Spec.MachineDeployments[0].Name, machines+1); err != nil {
+	if err := r.hc.ScaleMachineDeployment(t.Context(), harness.Client, capipods.StandardGroups, r.hc.Spec.MachineDeployments[0].Name, machines+1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.hc.WaitMachinesRunning(t.Context(), capitest.StandardGroups, machines+1, 2*time.Minute); err != nil {
+	if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines+1, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if s := r.ledger(); s.Creates != machines+1 || s.Deletes != 0 {
@@ -662,7 +662,7 @@ func (r *rig) denyLastMachineTwin() func() {
 		names = append(names, m.Name)
 	}
 	slices.Sort(names)
-	return denyPrivateCreate(r.t, r.hc.Namespace(), r.list(capitest.StandardGroups, "MachineHealthCheck")[0].Object["spec"], names[len(names)-1])
+	return denyPrivateCreate(r.t, r.hc.Namespace(), r.list(capipods.StandardGroups, "MachineHealthCheck")[0].Object["spec"], names[len(names)-1])
 }
 
 // safeOrder: in a rollback the proxied controllers stop before any twin is deleted, and the legacy controllers
@@ -730,7 +730,7 @@ func TestRollbackOrderAfterResume(t *testing.T) {
 			if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := r.hc.WaitMachinesRunning(t.Context(), capitest.StandardGroups, machines, time.Minute); err != nil {
+			if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
@@ -743,8 +743,8 @@ func TestRollbackOrderAfterResume(t *testing.T) {
 // bornObject is a private MachineHealthCheck no migration made (no migrated-from-uid): what a controller
 // creating objects after Resuming would leave.
 func bornObject(r *rig) *unstructured.Unstructured {
-	mhc := r.list(capitest.PrivateGroups, "MachineHealthCheck")[0]
-	born := capitest.NewCAPIObject(capitest.PrivateGroups, "MachineHealthCheck")
+	mhc := r.list(capipods.PrivateGroups, "MachineHealthCheck")[0]
+	born := capipods.NewCAPIObject(capipods.PrivateGroups, "MachineHealthCheck")
 	born.SetNamespace(r.hc.Namespace())
 	born.SetName("born-after-resume")
 	born.Object["spec"] = mhc.Object["spec"]
@@ -793,7 +793,7 @@ func TestCrashMidCopyResumes(t *testing.T) {
 	if a[plan.PhaseAnnotation] != string(plan.PhaseCopying) || a[plan.InProgressAnnotation] != "true" {
 		t.Fatalf("after the kill: %v", a)
 	}
-	if n := len(r.list(capitest.PrivateGroups, "Cluster")); n != 1 {
+	if n := len(r.list(capipods.PrivateGroups, "Cluster")); n != 1 {
 		t.Fatalf("%d private Clusters after the kill", n)
 	}
 	r.start(nil)
@@ -854,14 +854,14 @@ func TestFailuresMidMigration(t *testing.T) {
 				t.Errorf("annotations %v, want migration-failed %s", a, tc.reason)
 			}
 			for _, k := range graphKinds {
-				if n := len(r.list(capitest.PrivateGroups, k)); n != 0 {
+				if n := len(r.list(capipods.PrivateGroups, k)); n != 0 {
 					t.Errorf("%d private %s left", n, k)
 				}
 			}
 			if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := r.hc.WaitMachinesRunning(t.Context(), capitest.StandardGroups, machines, time.Minute); err != nil {
+			if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
@@ -911,7 +911,7 @@ func TestMigrationScale(t *testing.T) {
 func TestTwoHostedClustersInSequence(t *testing.T) {
 	const mds, machines = 1, 2
 	r := newRig(t, "first", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
-	spec := capitest.LegacyHostedCluster(r.ns, "second", mds, machines)
+	spec := capipods.LegacyHostedCluster(r.ns, "second", mds, machines)
 	spec.Annotations = map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}
 	second, err := harness.CreateHostedCluster(t.Context(), spec)
 	if err != nil {
@@ -920,7 +920,7 @@ func TestTwoHostedClustersInSequence(t *testing.T) {
 	t.Cleanup(func() {
 		_ = harness.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: second.Namespace()}})
 	})
-	if _, err := second.WaitMachinesRunning(t.Context(), capitest.StandardGroups, machines, 3*time.Minute); err != nil {
+	if _, err := second.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	r.start(nil)
@@ -948,7 +948,7 @@ func TestTwoHostedClustersInSequence(t *testing.T) {
 	if !f[1].Before(s[0]) {
 		t.Errorf("runs overlap: first %s–%s, second %s–%s", f[0].Format(time.StampMilli), f[1].Format(time.StampMilli), s[0].Format(time.StampMilli), s[1].Format(time.StampMilli))
 	}
-	for _, hc := range []*capitest.HostedCluster{r.hc, second} {
+	for _, hc := range []*capipods.HostedCluster{r.hc, second} {
 		if st := harness.Ledger.StatsFor(hc.Namespace()); st.Creates != machines || st.Deletes != 0 {
 			t.Errorf("%s: ledger %s", hc.Namespace(), st)
 		}

@@ -9,14 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
 )
 
 // countsOn are the objects a hosted cluster of platform p with mds MachineDeployments of machines Machines holds,
 // by kind (the platform's kinds only when they move).
-func countsOn(r *rig, p capitest.Platform, mds, machines int) map[string]int {
+func countsOn(r *rig, p capipods.Platform, mds, machines int) map[string]int {
 	m := map[string]int{"Cluster": 1, "MachineDeployment": mds, "MachineSet": mds, "Machine": mds * machines, "MachineHealthCheck": mds}
 	if _, renamed := groups.Default.ToPrivate(p.Group); renamed {
 		m[p.Cluster], m[p.Machine], m[p.Template] = 1, mds*machines, mds
@@ -35,13 +35,13 @@ func countsOn(r *rig, p capitest.Platform, mds, machines int) map[string]int {
 // is not renamed: its AgentCluster, AgentMachineTemplates and AgentMachines stay where they are, the private
 // Machines still name them, and their ownerReferences now name the private Machines and Cluster.
 func TestMigratePlatforms(t *testing.T) {
-	for _, p := range []capitest.Platform{capitest.AWS, capitest.Azure, capitest.KubeVirt, capitest.Agent} {
+	for _, p := range []capipods.Platform{capipods.AWS, capipods.Azure, capipods.KubeVirt, capipods.Agent} {
 		t.Run(p.Name, func(t *testing.T) {
 			const mds, machines = 1, 2
 			r := newRigSpec(t, "plat-"+strings.ToLower(p.Name), mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, false,
-				func(s *capitest.HostedClusterSpec) { s.Platform = p })
+				func(s *capipods.HostedClusterSpec) { s.Platform = p })
 			want := countsOn(r, p, mds, machines)
-			if got := r.count(capitest.StandardGroups); !mapsEqual(got, want) {
+			if got := r.count(capipods.StandardGroups); !mapsEqual(got, want) {
 				t.Fatalf("legacy objects %v, want %v", got, want)
 			}
 			_, renamed := groups.Default.ToPrivate(p.Group)
@@ -64,28 +64,28 @@ func TestMigratePlatforms(t *testing.T) {
 }
 
 // platformCounts counts the platform's objects in their (unrenamed) group.
-func (r *rig) platformCounts(p capitest.Platform) map[string]int {
+func (r *rig) platformCounts(p capipods.Platform) map[string]int {
 	out := map[string]int{}
 	for _, k := range p.Kinds() {
-		out[k] = len(r.list(capitest.StandardGroups, k))
+		out[k] = len(r.list(capipods.StandardGroups, k))
 	}
 	return out
 }
 
 // checkInfrastructureRefs: every private Machine names its infrastructure machine in the group it now lives in
 // (private when renamed, CAP-Agent's own otherwise), and that object exists.
-func (r *rig) checkInfrastructureRefs(p capitest.Platform, renamed bool) {
+func (r *rig) checkInfrastructureRefs(p capipods.Platform, renamed bool) {
 	r.t.Helper()
-	g := capitest.StandardGroups
+	g := capipods.StandardGroups
 	wantGroup := p.Group
 	if renamed {
-		g, wantGroup = capitest.PrivateGroups, capitest.PrivateGroups.Group(p.Group)
+		g, wantGroup = capipods.PrivateGroups, capipods.PrivateGroups.Group(p.Group)
 	}
 	infra := map[string]bool{}
 	for _, o := range r.list(g, p.Machine) {
 		infra[o.GetName()] = true
 	}
-	for _, m := range r.list(capitest.PrivateGroups, "Machine") {
+	for _, m := range r.list(capipods.PrivateGroups, "Machine") {
 		group, _, _ := unstructured.NestedString(m.Object, "spec", "infrastructureRef", "apiGroup")
 		kind, _, _ := unstructured.NestedString(m.Object, "spec", "infrastructureRef", "kind")
 		name, _, _ := unstructured.NestedString(m.Object, "spec", "infrastructureRef", "name")
@@ -97,20 +97,20 @@ func (r *rig) checkInfrastructureRefs(p capitest.Platform, renamed bool) {
 
 // checkUnrenamedOwners: every ownerReference of the platform's objects to a Cluster API object names a private
 // twin (group and uid): they were re-pointed like any dependent.
-func (r *rig) checkUnrenamedOwners(p capitest.Platform) {
+func (r *rig) checkUnrenamedOwners(p capipods.Platform) {
 	r.t.Helper()
 	twins := map[types.UID]bool{}
 	for _, k := range r.graphKinds() {
-		for _, o := range r.list(capitest.PrivateGroups, k) {
+		for _, o := range r.list(capipods.PrivateGroups, k) {
 			twins[o.GetUID()] = true
 		}
 	}
 	owned := 0
 	for _, k := range p.Kinds() {
-		for _, o := range r.list(capitest.StandardGroups, k) {
+		for _, o := range r.list(capipods.StandardGroups, k) {
 			for _, ref := range o.GetOwnerReferences() {
 				gv, _, _ := strings.Cut(ref.APIVersion, "/")
-				if gv == capitest.ClusterGroup || !twins[ref.UID] && gv == capitest.PrivateGroups.Group(capitest.ClusterGroup) {
+				if gv == capipods.ClusterGroup || !twins[ref.UID] && gv == capipods.PrivateGroups.Group(capipods.ClusterGroup) {
 					r.t.Errorf("%s %s: owner %s %s %s is not a private twin", k, o.GetName(), ref.APIVersion, ref.Kind, ref.UID)
 				}
 				if twins[ref.UID] {

@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // slowTermination is a test finalizer: a Pod carrying it stays terminating, as one whose containers take long to
@@ -30,7 +30,7 @@ const slowTermination = "capi-private-test/slow-termination"
 func (r *rig) podOf(role string) *corev1.Pod {
 	r.t.Helper()
 	list := &corev1.PodList{}
-	if err := harness.Client.List(r.t.Context(), list, client.InNamespace(r.hc.Namespace()), client.MatchingLabels{capitest.ComponentLabel: role}); err != nil {
+	if err := harness.Client.List(r.t.Context(), list, client.InNamespace(r.hc.Namespace()), client.MatchingLabels{capipods.ComponentLabel: role}); err != nil {
 		r.t.Fatal(err)
 	}
 	var live []corev1.Pod
@@ -69,11 +69,11 @@ func patchFinalizer(t *testing.T, pod *corev1.Pod, add bool) {
 func TestCAPIReadersMoveWithSwitch(t *testing.T) {
 	const mds, machines = 1, 1
 	r := newRigSpec(t, "readers", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, false,
-		func(s *capitest.HostedClusterSpec) { s.Karpenter = true })
+		func(s *capipods.HostedClusterSpec) { s.Karpenter = true })
 	if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	hcco, karpenter := r.podOf(capitest.RoleHCCO), r.podOf(capitest.RoleKarpenterOperator)
+	hcco, karpenter := r.podOf(capipods.RoleHCCO), r.podOf(capipods.RoleKarpenterOperator)
 	if sidecar(hcco) || sidecar(karpenter) {
 		t.Fatal("legacy readers already carry the sidecar")
 	}
@@ -93,13 +93,13 @@ func TestCAPIReadersMoveWithSwitch(t *testing.T) {
 	if k := r.kinds(); slices.Contains(k, plan.DeleteOld) {
 		t.Fatalf("clean-up deleted old objects while an uninjected reader runs: %v", k)
 	}
-	if n := len(r.list(capitest.StandardGroups, "Machine")); n != mds*machines {
+	if n := len(r.list(capipods.StandardGroups, "Machine")); n != mds*machines {
 		t.Fatalf("%d standard Machines while the old HCCO pod runs, want %d", n, mds*machines)
 	}
 	if a := r.annotations(); a[plan.PhaseAnnotation] != string(plan.PhaseCleaningUp) {
 		t.Fatalf("phase %q, want CleaningUp", a[plan.PhaseAnnotation])
 	}
-	for _, role := range []string{capitest.RoleHCCO, capitest.RoleKarpenterOperator} {
+	for _, role := range []string{capipods.RoleHCCO, capipods.RoleKarpenterOperator} {
 		if p := r.podOf(role); !sidecar(p) || p.UID == hcco.UID || p.UID == karpenter.UID {
 			t.Errorf("%s: the new pod %s carries the sidecar %v", role, p.Name, sidecar(p))
 		}
@@ -158,8 +158,8 @@ func unhealthyRun(t *testing.T, r *rig, kind plan.Kind, fault func(), mutate fun
 func TestHealthRestartsRollBack(t *testing.T) {
 	r := newRig(t, "restarts", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	why := unhealthyRun(t, r, plan.UnpausePrivate, func() {
-		pods := harness.Player.Pods(types.NamespacedName{Namespace: r.hc.Namespace(), Name: capitest.RoleCAPI})
-		if len(pods) != 1 || pods[0].Manager == nil || pods[0].Mode != capitest.Proxied {
+		pods := harness.Player.Pods(types.NamespacedName{Namespace: r.hc.Namespace(), Name: capipods.RoleCAPI})
+		if len(pods) != 1 || pods[0].Manager == nil || pods[0].Mode != capipods.Proxied {
 			t.Errorf("cluster-api pods %+v", pods)
 			return
 		}

@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/capitest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // TestClassifierAndScopes runs the install order with operators scoped exactly as HyperShift scopes them: the
@@ -94,7 +94,7 @@ func TestClassifierAndScopes(t *testing.T) {
 	// KubevirtCluster only once the HostedControlPlane is ready, which under load can come after the lock, so its
 	// standard-group reads are reported, not required; that the audit log shows its requests at all is.
 	groupsOf := func(op string) (map[string]bool, int) {
-		evs, err := capitest.ReadAudit(env.AuditLog, capitest.FromPod("hypershift-operator-"+op))
+		evs, err := capipods.ReadAudit(env.AuditLog, capipods.FromPod("hypershift-operator-"+op))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func checkScopes(t *testing.T, hc types.NamespacedName, legacyOp, privateOp stri
 
 // auditFiles names the audit log's files (the log and those rotated away) with their sizes, for a failure message.
 func auditFiles() string {
-	files, _ := capitest.AuditFiles(env.AuditLog)
+	files, _ := capipods.AuditFiles(env.AuditLog)
 	var out []string
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil {

@@ -28,7 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testpki"
 )
 
 // muxServer is a controller-runtime webhook.Server that only collects handlers: the test serves its mux on a

@@ -15,7 +15,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
 )
 
 // CAP-Agent's own group is outside the group table.
@@ -35,7 +35,7 @@ func installAgentCRD(t *testing.T) {
 	}
 	u.SetLabels(map[string]string{"cluster.x-k8s.io/v1beta1": "v1beta1"})
 	ctx := t.Context()
-	if err := env.Client.Patch(ctx, u, client.Apply, client.FieldOwner(testenv.FieldManager), client.ForceOwnership); err != nil {
+	if err := env.Client.Patch(ctx, u, client.Apply, client.FieldOwner(capihub.FieldManager), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
 )
 
 // auditEvent is what the tests read of kube-apiserver's audit log.
@@ -104,7 +104,7 @@ func TestS9Auth(t *testing.T) {
 		t.Errorf("requests_total{list,403} %v", n)
 	}
 	evs := waitAudit(t, limitedCfg.UserAgent)
-	if evs[0].User.Username != testenv.LimitedUser || evs[0].ResponseStatus.Code != 403 ||
+	if evs[0].User.Username != capihub.LimitedUser || evs[0].ResponseStatus.Code != 403 ||
 		!strings.HasPrefix(evs[0].RequestURI, "/apis/cluster.hypershift.openshift.io/v1beta2/namespaces/"+ns+"/machines") {
 		t.Errorf("audit %+v", evs[0])
 	}
@@ -121,7 +121,7 @@ func TestS9Auth(t *testing.T) {
 	}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "machines-reader", Namespace: ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "machines-reader"},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.LimitedUser}}}
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: capihub.LimitedUser}}}
 	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestS9Auth(t *testing.T) {
 	// Impersonation passes through and is authorized upstream.
 	impCfg := ps.config(env.AdminToken)
 	impCfg.UserAgent = uniqueAgent("hubtest-s9-impersonate")
-	impCfg.Impersonate = rest.ImpersonationConfig{UserName: testenv.LimitedUser}
+	impCfg.Impersonate = rest.ImpersonationConfig{UserName: capihub.LimitedUser}
 	imp, err := dynamic.NewForConfig(impCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestS9Auth(t *testing.T) {
 		t.Errorf("impersonated secret list: %v, want Forbidden", err)
 	}
 	evs = waitAudit(t, impCfg.UserAgent)
-	if evs[0].User.Username != testenv.AdminUser || evs[0].ImpersonatedUser == nil || evs[0].ImpersonatedUser.Username != testenv.LimitedUser {
+	if evs[0].User.Username != capihub.AdminUser || evs[0].ImpersonatedUser == nil || evs[0].ImpersonatedUser.Username != capihub.LimitedUser {
 		t.Errorf("impersonation audit %+v", evs[0])
 	}
 
@@ -202,8 +202,8 @@ func TestS9OwnIdentity(t *testing.T) {
 	if err != nil || m.GetAPIVersion() != stdCore+"/v1beta2" {
 		t.Fatalf("own-identity get: %v", err)
 	}
-	if evs := waitAudit(t, ua); evs[0].User.Username != testenv.AdminUser {
-		t.Errorf("audit user %q, want the proxy's identity %q", evs[0].User.Username, testenv.AdminUser)
+	if evs := waitAudit(t, ua); evs[0].User.Username != capihub.AdminUser {
+		t.Errorf("audit user %q, want the proxy's identity %q", evs[0].User.Username, capihub.AdminUser)
 	}
 	for _, h := range [][]string{{"Authorization", "Bearer " + env.LimitedToken}, {"Impersonate-User", "someone"}, {"Impersonate-Group", "system:masters"}} {
 		code, _, body := rawRequest(t, "GET", ps.URL+"/apis/cluster.x-k8s.io/v1beta2/namespaces/"+ns+"/machines", "", nil, h...)

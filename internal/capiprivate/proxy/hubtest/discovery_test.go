@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
-	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/localhub"
 )
 
 const aggregatedAccept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
@@ -295,7 +295,7 @@ func TestS5Kubectl(t *testing.T) {
 	if !found {
 		t.Errorf("get -A:\n%s", out)
 	}
-	if strings.Contains(out, testenv.PlatformMachine) {
+	if strings.Contains(out, capihub.PlatformMachine) {
 		t.Errorf("the platform's Machine is visible:\n%s", out)
 	}
 	// The table form (kubectl's default output asks for as=Table).

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testpki"
 )
 
 // gate is a TCP relay to kube-apiserver on a loopback listener it keeps: while down, it closes each new

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
 )
 
 // The platform's standard CAPI objects and CRDs are invisible through the proxy and never change; a
@@ -26,7 +26,7 @@ func TestS10PlatformIsolation(t *testing.T) {
 	ps := startProxy(t, proxy.Options{})
 	pc := ps.dynamic(t, env.AdminToken)
 	dc := direct(t)
-	platformMachine, err := dc.Resource(gvr(stdCore, "v1beta2", "machines")).Namespace(testenv.PlatformNamespace).Get(ctx, testenv.PlatformMachine, metav1.GetOptions{})
+	platformMachine, err := dc.Resource(gvr(stdCore, "v1beta2", "machines")).Namespace(capihub.PlatformNamespace).Get(ctx, capihub.PlatformMachine, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestS10PlatformIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range all.Items {
-		if m.GetNamespace() == testenv.PlatformNamespace {
+		if m.GetNamespace() == capihub.PlatformNamespace {
 			t.Errorf("platform Machine %s visible", m.GetName())
 		}
 	}
@@ -68,7 +68,7 @@ func TestS10PlatformIsolation(t *testing.T) {
 
 	// The platform-owned Secret: its owner reads escaped and stays standard through an update.
 	kc := kubernetes.NewForConfigOrDie(ps.config(env.AdminToken))
-	s, err := kc.CoreV1().Secrets(testenv.PlatformNamespace).Get(ctx, testenv.PlatformSecret, metav1.GetOptions{})
+	s, err := kc.CoreV1().Secrets(capihub.PlatformNamespace).Get(ctx, capihub.PlatformSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +76,11 @@ func TestS10PlatformIsolation(t *testing.T) {
 		t.Errorf("platform owner reads %q", got)
 	}
 	s.Labels["touched-through-proxy"] = "yes"
-	if _, err := kc.CoreV1().Secrets(testenv.PlatformNamespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+	if _, err := kc.CoreV1().Secrets(capihub.PlatformNamespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var stored corev1.Secret
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: testenv.PlatformNamespace, Name: testenv.PlatformSecret}, &stored); err != nil {
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: capihub.PlatformNamespace, Name: capihub.PlatformSecret}, &stored); err != nil {
 		t.Fatal(err)
 	}
 	if stored.Labels["touched-through-proxy"] != "yes" || stored.OwnerReferences[0].APIVersion != "cluster.x-k8s.io/v1beta2" || stored.OwnerReferences[0].UID != platformMachine.GetUID() {
@@ -125,7 +125,7 @@ func TestS10PlatformIsolation(t *testing.T) {
 	})
 
 	// The platform Machine never changed.
-	after, err := dc.Resource(gvr(stdCore, "v1beta2", "machines")).Namespace(testenv.PlatformNamespace).Get(ctx, testenv.PlatformMachine, metav1.GetOptions{})
+	after, err := dc.Resource(gvr(stdCore, "v1beta2", "machines")).Namespace(capihub.PlatformNamespace).Get(ctx, capihub.PlatformMachine, metav1.GetOptions{})
 	if err != nil || after.GetResourceVersion() != platformMachine.GetResourceVersion() {
 		t.Errorf("platform Machine changed: %v", err)
 	}

@@ -1,6 +1,6 @@
 // Package hubtest holds the proxy's integration tests and benchmarks on the real hub (CRUD at every version, patches
 // and server-side apply, watches, discovery, keys never renamed, content types, auth, isolation of the platform's
-// objects, failures, the admission side, and the figures of `make bench-capi`): one testenv for the package, in-process
+// objects, failures, the admission side, and the figures of `make bench-capi`): one capihub for the package, in-process
 // proxies per test, and the capi-private binary as a subprocess where a test kills or measures the proxy process.
 package hubtest
 
@@ -34,15 +34,15 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/testenv"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testlog"
-	"github.com/dcm-sp/acm-cluster-sp/internal/testpki"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testlog"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testpki"
 )
 
-var env *testenv.Env
+var env *capihub.Env
 
 func TestMain(m *testing.M) {
-	code := testenv.Main(m, &env)
+	code := capihub.Main(m, &env)
 	printBenchTable()
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
@@ -313,7 +313,7 @@ type proxyProcess struct {
 func startProxyProcess(t testing.TB, args ...string) *proxyProcess {
 	t.Helper()
 	bin := capiPrivateBinary(t)
-	kc, err := env.Kubeconfig(testenv.AdminUser, env.AdminToken)
+	kc, err := env.Kubeconfig(capihub.AdminUser, env.AdminToken)
 	if err != nil {
 		t.Fatal(err)
 	}

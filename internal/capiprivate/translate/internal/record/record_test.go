@@ -26,7 +26,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/translate/internal/fixtures"
-	"github.com/dcm-sp/acm-cluster-sp/internal/localhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/localhub"
 )
 
 const (

@@ -1,0 +1,93 @@
+package capipods
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// UserAgentPrefix starts the User-Agent of every simulated pod: capipods/<pod name>. kube-apiserver's audit log records
+// it, so a test can prove that a stopped pod sent nothing (a rollback stops the actors before its first delete).
+const UserAgentPrefix = "capipods/"
+
+// AuditEvent is what the harness reads of a kube-apiserver audit event (level Metadata).
+type AuditEvent struct {
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	UserAgent  string `json:"userAgent"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	ObjectRef  struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		APIGroup    string `json:"apiGroup"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	Stage                    string    `json:"stage"`
+}
+
+// ReadAudit returns the events of a JSON-lines audit log that match keep (nil keeps all), oldest first: the
+// files kube-apiserver rotated away (<name>-<time><ext> beside it, whose names sort by time) and then the log itself.
+// A long test run fills a log past its size limit, and a rotated file must neither hide events nor "prove" that
+// nothing was sent.
+func ReadAudit(path string, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
+	files, err := AuditFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []AuditEvent
+	for _, p := range files {
+		if out, err = readAuditFile(p, keep, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// AuditFiles lists the files of the audit log at path, oldest first: those kube-apiserver rotated away, then the log.
+func AuditFiles(path string) ([]string, error) {
+	ext := filepath.Ext(path)
+	rotated, err := filepath.Glob(strings.TrimSuffix(path, ext) + "-*" + ext)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(rotated)
+	return append(rotated, path), nil
+}
+
+func readAuditFile(path string, keep func(*AuditEvent) bool, out []AuditEvent) ([]AuditEvent, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev AuditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if keep == nil || keep(&ev) {
+			out = append(out, ev)
+		}
+	}
+	return out, sc.Err()
+}
+
+// FromPod keeps the events of requests a simulated pod sent (its User-Agent starts with capipods/<pod>).
+func FromPod(pod string) func(*AuditEvent) bool {
+	return func(ev *AuditEvent) bool {
+		return strings.HasPrefix(ev.UserAgent, UserAgentPrefix+pod+" ") || ev.UserAgent == UserAgentPrefix+pod
+	}
+}

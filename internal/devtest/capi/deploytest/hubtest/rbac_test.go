@@ -1,0 +1,287 @@
+// Package hubtest runs each component of deploy/capi-private but the migrator (deploytest/migratetest) on the test
+// hub as the ServiceAccount the install gives it, with the install's RBAC, and counts the 403s.
+package hubtest
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/rbacmirror"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/webhook"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/deploytest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/manifesttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
+)
+
+var env *capihub.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(capihub.MainWith(m, &env, capihub.Options{ServiceAccounts: true}))
+}
+
+// installRBAC installs the rendered base's namespace, ServiceAccounts and RBAC, and HyperShift's PriorityClass
+// (the recorded Pods name it).
+func installRBAC(t *testing.T) {
+	t.Helper()
+	n, err := deploytest.ApplyRBAC(t.Context(), env.Client, manifesttest.Render(t, deploytest.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("applied %d RBAC objects of %s", n, deploytest.Dir)
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "hypershift-control-plane"}, Value: 100000000}
+	if err := env.Client.Create(t.Context(), pc); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+}
+
+func as(t *testing.T, sa string) *deploytest.Identity {
+	t.Helper()
+	id, err := deploytest.As(t.Context(), env.Config, sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// run runs f until the test ends (it must return when ctx is done).
+func run(t *testing.T, what string, f func(ctx context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	})
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !testwait.Poll(within, cond) {
+		t.Fatalf("%s: not within %s", what, within)
+	}
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url) //nolint:noctx // loopback metrics in a test
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// Each component of deploy/capi-private runs its own code on the hub as the ServiceAccount the install gives it,
+// with the install's RBAC, and is never answered 403: the conversion webhook (reading CRDs to convert, called by
+// kube-apiserver), `crds install` (applying the private CRDs, probing the webhook), the injector (its certificate
+// controller's Lease and loopback Secrets, its admission of a component's Pods) and the RBAC mirror (twins of a
+// HyperShift Role and its binding, on its Lease). The migrator is in migratetest.
+func TestComponentsRunAsTheirServiceAccounts(t *testing.T) {
+	installRBAC(t)
+	ids := map[string]*deploytest.Identity{}
+	for _, sa := range []string{deploytest.WebhookSA, deploytest.CRDsSA, deploytest.InjectSA, deploytest.RBACMirrorSA} {
+		ids[sa] = as(t, sa)
+	}
+	t.Run("webhook and crds install", func(t *testing.T) { webhookAndCRDs(t, ids[deploytest.WebhookSA], ids[deploytest.CRDsSA]) })
+	t.Run("injector", func(t *testing.T) { injector(t, ids[deploytest.InjectSA]) })
+	t.Run("rbac-mirror", func(t *testing.T) { mirror(t, ids[deploytest.RBACMirrorSA]) })
+	for _, sa := range []string{deploytest.WebhookSA, deploytest.CRDsSA, deploytest.InjectSA, deploytest.RBACMirrorSA} {
+		id := ids[sa]
+		t.Logf("%s: %d requests answered, %d forbidden", sa, id.Forbidden.Requests(), len(id.Forbidden.List()))
+		if f := id.Forbidden.List(); len(f) > 0 {
+			t.Errorf("%s was answered 403: %v", sa, f)
+		}
+		if id.Forbidden.Requests() == 0 {
+			t.Errorf("%s made no request", sa)
+		}
+	}
+}
+
+// webhookAndCRDs runs the conversion webhook as its ServiceAccount, then `crds install` as its own, pointing the
+// private CRDs at that webhook: Install's probe is a conversion kube-apiserver asks the webhook for, whose answer
+// needs the CRD of the probe's infrastructure ref.
+func webhookAndCRDs(t *testing.T, wh, installer *deploytest.Identity) {
+	l, ml := listen(t), listen(t)
+	run(t, "webhook", func(ctx context.Context) error {
+		return webhook.Run(ctx, webhook.Options{Config: wh.Config, CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile,
+			Listener: l, MetricsListener: ml})
+	})
+	metrics := "http://" + ml.Addr().String()
+	waitFor(t, time.Minute, "webhook ready", func() bool { code, _ := get(metrics + "/readyz"); return code == http.StatusOK })
+
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(installer.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := apiextensionsv1.WebhookClientConfig{URL: ptr.To("https://" + l.Addr().String() + webhook.ConvertPath), CABundle: env.WebhookCA}
+	t.Cleanup(func() { // give the CRDs back to capihub's webhook
+		if err := crds.Install(context.Background(), env.Client, crds.InstallOptions{ClientConfig: env.WebhookClientConfig()}); err != nil {
+			t.Errorf("restoring the CRDs: %v", err)
+		}
+	})
+	if err := crds.Install(t.Context(), c, crds.InstallOptions{ClientConfig: cc, ProbeNamespace: deploytest.Namespace}); err != nil {
+		t.Fatalf("crds install as %s: %v (403s %v; webhook's %v)", installer.SA, err, installer.Forbidden.List(), wh.Forbidden.List())
+	}
+	// kube-apiserver takes a moment to use a CRD's new conversion config: Install's probe may have been answered by
+	// the webhook the CRDs named before. Probe again, as the installer, until this webhook has converted one.
+	var body string
+	converted := testwait.Poll(time.Minute, func() bool {
+		if err := crds.Probe(t.Context(), c, deploytest.Namespace); err != nil {
+			t.Logf("probe: %v", err)
+		}
+		_, body = get(metrics + "/metrics")
+		return strings.Contains(body, `capi_private_webhook_conversions_total{from="v1beta2",kind="Machine",result="success",to="v1beta1"}`)
+	})
+	if !converted {
+		t.Errorf("the webhook converted no Machine within a minute:\n%s", grep(body, "capi_private_webhook_"))
+	}
+}
+
+func grep(s, prefix string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// injector runs the injector as its ServiceAccount, leader-elected in capi-private as deployed, registered for
+// marked namespaces: it writes a marked namespace's loopback Secret and admits (injects) a cluster-api Pod there.
+func injector(t *testing.T, id *deploytest.Identity) {
+	ctx := t.Context()
+	cfg := inject.DefaultConfig("quay.io/dcm-sp/capi-private:test")
+	sel, err := labels.Parse(inject.DefaultOperatorSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OperatorSelector = sel
+	ns := env.NewNamespace(t, "hcp-inject")
+	in, err := injecttest.StartInjector(ctx, env.Client, injecttest.InjectorOptions{
+		Registration: "deploytest-inject", Kube: id.Config, CertFile: env.WebhookCertFile, KeyFile: env.WebhookKeyFile,
+		CA: env.WebhookCA, Config: cfg, LeaderElectionNamespace: deploytest.Namespace,
+		NamespaceLabels: map[string]string{"capi-private-deploytest": ns},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = in.Stop()
+		_ = env.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "deploytest-inject"}})
+	})
+	f, err := injecttest.Load("cluster-api", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range f.RBAC() {
+		if err := env.Client.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	n := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Labels[inject.MarkerLabel], n.Labels["capi-private-deploytest"] = inject.MarkerValue, ns
+	if err := env.Client.Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "the loopback Secret written by the leader", func() bool {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: inject.LoopbackSecret}, &corev1.Secret{}) == nil
+	})
+	lease := &coordinationv1.Lease{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: deploytest.Namespace, Name: inject.LeaderElectionID}, lease); err != nil {
+		t.Fatalf("the injector's Lease: %v", err)
+	}
+	if err := injecttest.WaitEffective(ctx, env.Client, ns, in.Exited()); err != nil {
+		t.Fatal(err)
+	}
+	pod := f.Pod("cluster-api-deploytest")
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if !inject.PodInjected(pod) {
+		t.Errorf("the cluster-api Pod was not injected: %+v", pod.Spec.InitContainers)
+	}
+}
+
+// mirror runs the RBAC mirror as its ServiceAccount, leader-elected in capi-private: HyperShift's cluster-api Role
+// in a control plane namespace gets its twin, and so does its binding.
+func mirror(t *testing.T, id *deploytest.Identity) {
+	ctx := t.Context()
+	ml := listen(t)
+	run(t, "rbac-mirror", func(ctx context.Context) error {
+		return rbacmirror.Run(ctx, rbacmirror.RunOptions{Kube: id.Config, LeaderElection: true, LeaderElectionNamespace: deploytest.Namespace,
+			MetricsListener: ml, SkipNameValidation: true})
+	})
+	ns := env.NewNamespace(t, "hcp-mirror")
+	n := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := labels.Parse(rbacmirror.DefaultNamespaceSelector)
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		n.Labels[r.Key()] = r.Values().List()[0]
+	}
+	if err := env.Client.Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	f, err := injecttest.Load("cluster-api", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Role == nil || f.RoleBinding == nil {
+		t.Fatal("the recorded cluster-api component has no Role and RoleBinding")
+	}
+	for _, o := range f.RBAC() { // its ClusterRole is cluster-wide: the injector's step may have created it
+		if err := env.Client.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 2*time.Minute, "the twins of "+f.Role.Name, func() bool {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbacmirror.TwinName(f.Role.Name)}, &rbacv1.Role{}) == nil &&
+			env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbacmirror.TwinName(f.RoleBinding.Name)}, &rbacv1.RoleBinding{}) == nil
+	})
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: deploytest.Namespace, Name: rbacmirror.LeaderElectionID}, &coordinationv1.Lease{}); err != nil {
+		t.Errorf("the mirror's Lease: %v", err)
+	}
+}

@@ -1,0 +1,171 @@
+// Package localhub starts a real kube-apiserver and etcd on loopback — the binaries hack/tools.sh builds from the
+// Go module proxy — through controller-runtime's envtest. It is the one piece of test and dev machinery both
+// products share: acm-cluster-sp's sphub and capi-private's test environment each build their hub on it.
+//
+// It knows nothing about either product: no CRDs, no seed content, no scheme beyond client-go's.
+package localhub
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Pinned versions of the hub binaries; hack/tools.sh builds exactly these into DefaultBinDir.
+const (
+	KubernetesVersion = "v1.34.10"
+	EtcdVersion       = "v3.6.16"
+)
+
+// DefaultBinDir is where hack/tools.sh puts the binaries unless KUBEBUILDER_ASSETS says otherwise.
+func DefaultBinDir() string {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "acm-cluster-sp", "bin",
+		fmt.Sprintf("k8s-%s-etcd-%s", strings.TrimPrefix(KubernetesVersion, "v"), strings.TrimPrefix(EtcdVersion, "v")))
+}
+
+// CheckBinaries reports the first of names missing from dir, with the command that builds it.
+func CheckBinaries(dir string, names ...string) error {
+	for _, b := range names {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return fmt.Errorf("local hub binary %s missing in %s: run `make tools` (builds kube-apiserver %s, kube-controller-manager, kubectl and etcd %s once, ~10 minutes)",
+				b, dir, KubernetesVersion, EtcdVersion)
+		}
+	}
+	return nil
+}
+
+// Options configure a local hub.
+type Options struct {
+	// BinDir holds kube-apiserver, etcd and kubectl. Default: DefaultBinDir.
+	BinDir string
+	// APIServerFlags are set on kube-apiserver in addition to envtest's defaults (a key replaces a default):
+	// e.g. "token-auth-file", "audit-log-path", "enable-admission-plugins".
+	APIServerFlags map[string][]string
+	// StartTimeout bounds the start of etcd and kube-apiserver (default 90s: loaded 2-core machines are slow).
+	StartTimeout time.Duration
+}
+
+// Hub is a running kube-apiserver + etcd.
+type Hub struct {
+	// Config is an admin (system:masters) rest.Config.
+	Config *rest.Config
+	// Env is the envtest environment (its ControlPlane gives the API server's URL, secure serving and users).
+	Env *envtest.Environment
+
+	certDir string // kube-apiserver's certificates, kept across a restart
+}
+
+// Start starts etcd and kube-apiserver on 127.0.0.1 with free ports.
+func Start(opts Options) (*Hub, error) {
+	bin := opts.BinDir
+	if bin == "" {
+		bin = DefaultBinDir()
+	}
+	if err := CheckBinaries(bin, "kube-apiserver", "etcd", "kubectl"); err != nil {
+		return nil, err
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 90 * time.Second
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    bin,
+		ControlPlaneStartTimeout: opts.StartTimeout,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	// A directory of our own (envtest replaces one it made itself on every start): the serving certificate, and
+	// so the clients' CA, survive StopAPIServer/StartAPIServer.
+	certDir, err := os.MkdirTemp("", "localhub-apiserver-")
+	if err != nil {
+		return nil, err
+	}
+	env.ControlPlane.GetAPIServer().CertDir = certDir
+	if len(opts.APIServerFlags) > 0 {
+		args := env.ControlPlane.GetAPIServer().Configure()
+		for k, v := range opts.APIServerFlags {
+			args.Set(k, v...)
+		}
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = os.RemoveAll(certDir)
+		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", bin, err)
+	}
+	return &Hub{Config: cfg, Env: env, certDir: certDir}, nil
+}
+
+// StopAPIServer kills kube-apiserver alone (SIGKILL; etcd keeps running): the hub's API is gone at once, as when
+// its process or node dies. (A SIGTERM drains for longer than envtest waits.)
+func (h *Hub) StopAPIServer() error {
+	pid, err := h.apiServerPID()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing kube-apiserver (pid %d): %w", pid, err)
+	}
+	return h.Env.ControlPlane.APIServer.Stop() // reaps it
+}
+
+// apiServerPID finds this hub's kube-apiserver: the process whose arguments name its certificate directory.
+func (h *Hub) apiServerPID() (int, error) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 0 && filepath.Base(args[0]) == "kube-apiserver" && strings.Contains(string(cmdline), h.certDir) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no kube-apiserver process with certificates in %s", h.certDir)
+}
+
+// StartAPIServer starts kube-apiserver again on the same port, certificates and etcd.
+func (h *Hub) StartAPIServer() error { return h.Env.ControlPlane.APIServer.Start() }
+
+// AddUser adds a user authenticated by a client certificate and returns its kubeconfig file content.
+func (h *Hub) AddUser(name string, groups ...string) ([]byte, *rest.Config, error) {
+	u, err := h.Env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating user %s: %w", name, err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	return kc, u.Config(), nil
+}
+
+// Stop stops kube-apiserver and etcd.
+func (h *Hub) Stop() error {
+	if h == nil || h.Env == nil || h.Env.ControlPlane.APIServer == nil {
+		return nil
+	}
+	err := h.Env.Stop()
+	_ = os.RemoveAll(h.certDir)
+	return err
+}

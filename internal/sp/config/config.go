@@ -1,0 +1,585 @@
+// Package config loads the SP's configuration: a YAML file whose keys are the
+// design's names, each key also settable as an environment variable SP_<UPPER_SNAKE> and as a --kebab-case flag,
+// with precedence flag > env > file > default. Invalid configuration fails at start with one message naming the
+// field and where it can be set.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
+)
+
+// Config is the whole configuration. Tags: `key` is the YAML key (env and flag names derive from it), `default`
+// the default value, `usage` the help text.
+type Config struct {
+	// Hub (design)
+	HubKubeconfig string `key:"hubKubeconfig" usage:"kubeconfig of the ACM hub (empty: in-cluster service account)"`
+	Namespace     string `key:"namespace" default:"default" usage:"namespace of every HostedCluster, NodePool and SP Secret (a dedicated one such as 'clusters' is recommended)"`
+	// The client-side rate limit of the hub client (informers' watches are not limited by it). A create makes about
+	// ten calls (three reads, seven writes), the reconcile that follows it one or two, the start-up reconcile one per
+	// cluster: 100 creates/s need about 1,200 calls/s.
+	HubQPS   int `key:"hubQPS" default:"1000" usage:"requests per second the SP sends to the hub's API server at most, sustained (0: no client-side limit; the hub's API Priority and Fairness paces the SP)"`
+	HubBurst int `key:"hubBurst" default:"2000" usage:"requests the SP may send to the hub in a burst above hubQPS"`
+
+	// Platforms (design)
+	DefaultPlatform        string   `key:"defaultPlatform" default:"kubevirt" usage:"platform when a request names none: kubevirt or baremetal"`
+	EnabledPlatforms       []string `key:"enabledPlatforms" default:"kubevirt,baremetal" usage:"platforms this SP may provision (each also needs its APIs on the hub)"`
+	KubevirtInfraCluster   string   `key:"kubevirtInfraCluster" usage:"kubeconfig file of an external KubeVirt infrastructure cluster (empty: the hub)"`
+	KubevirtInfraNamespace string   `key:"kubevirtInfraNamespace" usage:"namespace for worker VMs on the external infrastructure cluster"`
+	DefaultInfraEnvName    string   `key:"defaultInfraEnvName" usage:"InfraEnv used when a baremetal request names none"`
+	AgentNamespace         string   `key:"agentNamespace" usage:"namespace of the InfraEnvs and Agents (required for baremetal)"`
+
+	// Service
+	ListenAddress  string        `key:"listenAddress" default:":8080" usage:"HTTP(S) listen address"`
+	LogLevel       string        `key:"logLevel" default:"info" usage:"debug, info, warn or error"`
+	LogFormat      string        `key:"logFormat" default:"text" usage:"text or json"`
+	RequestTimeout time.Duration `key:"requestTimeout" default:"20s" usage:"deadline of one API request, hub calls included (a hanging hub answers 504 within it)"`
+	// Keep it below the pod's terminationGracePeriodSeconds (30 s in deploy/).
+	ShutdownTimeout time.Duration `key:"shutdownTimeout" default:"20s" usage:"on SIGTERM, the longest the SP takes to stop: requests in flight are answered or cancelled, leader tasks stopped, NATS closed"`
+
+	// Security: who may call the API (delegated to the hub's TokenReview/SubjectAccessReview) and TLS
+	Auth                 string `key:"auth" default:"kubernetes" usage:"kubernetes (bearer tokens and client certificates, authorized by the hub's RBAC) or none (dev; loopback only unless allowUnauthenticated)"`
+	AllowUnauthenticated bool   `key:"allowUnauthenticated" usage:"permit auth none on a non-loopback listen address (logged as a warning every hour)"`
+	AuthAnonymous        bool   `key:"authAnonymous" usage:"with auth kubernetes: requests without credentials are user system:anonymous (authorized by RBAC like any caller)"`
+	AuthAPIGroup         string `key:"authAPIGroup" default:"clusters.acm-cluster-sp.dcm.io" usage:"API group of the authorization checks (resource clusters, subresource clusters/kubeconfig)"`
+	ClientCAFile         string `key:"clientCAFile" usage:"CA bundle that signs accepted client certificates (reloaded when it changes)"`
+	TLSCertFile          string `key:"tlsCertFile" usage:"serving certificate (PEM); with tlsKeyFile the API is served over HTTPS, reloaded when the files change"`
+	TLSKeyFile           string `key:"tlsKeyFile" usage:"serving private key (PEM)"`
+
+	// Tokens bound to this service cannot be replayed against the hub by whoever sees them; credentials the SP sends
+	// travel over TLS unless said otherwise (docs/operations.md, "Transport security").
+	APIAudiences              []string `key:"apiAudiences" usage:"audiences of bearer tokens bound to this service (kubectl create token --audience …), accepted besides tokens for the hub itself (empty: only tokens for the hub)"`
+	AllowPlaintextCredentials bool     `key:"allowPlaintextCredentials" usage:"permit sending natsPasswordFile (or a password in natsURL) over nats:// or ws:// without TLS, and registrationTokenFile over http://, to a non-loopback host"`
+
+	// DCM registration
+	ProviderName    string `key:"providerName" default:"acm-cluster-sp" usage:"registration name; {providerName} in event templates"`
+	DisplayName     string `key:"displayName" default:"ACM Cluster Service Provider (HyperShift)" usage:"registration display name"`
+	APIHost         string `key:"apiHost" usage:"externally reachable base URL of this SP (scheme://host:port); registered endpoint = apiHost + /api/v1alpha1/clusters"`
+	RegistrationURL string `key:"registrationURL" usage:"DCM registry base URL including /api/v1alpha1 (empty: do not register)"`
+	ProviderID      string `key:"providerID" usage:"optional provider id sent as ?id= when registering"`
+	// RegistrationTokenFile is re-read when it changes (projected service account tokens rotate).
+	RegistrationTokenFile string `key:"registrationTokenFile" usage:"bearer token file sent to the DCM registry (never sent to another host)"`
+	RegistrationCAFile    string `key:"registrationCAFile" usage:"CA bundle that verifies the DCM registry's certificate (default: system roots)"`
+
+	// Status events
+	NATSURL          string        `key:"natsURL" secret:"true" usage:"NATS server(s) for status events (required by serve); shown redacted everywhere"`
+	NATSCredsFile    string        `key:"natsCredsFile" usage:"NATS .creds file (user JWT and NKey seed)"`
+	NATSNkeySeedFile string        `key:"natsNkeySeedFile" usage:"NATS NKey seed file"`
+	NATSUser         string        `key:"natsUser" usage:"NATS user name (with natsPasswordFile)"`
+	NATSPasswordFile string        `key:"natsPasswordFile" usage:"file holding the NATS user's password"`
+	NATSCAFile       string        `key:"natsCAFile" usage:"CA bundle that verifies the NATS server (TLS)"`
+	NATSCertFile     string        `key:"natsCertFile" usage:"client certificate for NATS mutual TLS (with natsKeyFile)"`
+	NATSKeyFile      string        `key:"natsKeyFile" usage:"client private key for NATS mutual TLS"`
+	StatusPreset     string        `key:"statusPreset" default:"design" usage:"event naming: design (dcm.providers.{providerName}.cluster.instances.{instanceId}.status) or spm (dcm.cluster, today's DCM)"`
+	StatusSubject    string        `key:"statusSubject" usage:"subject template, overrides the preset ({providerName}, {instanceId})"`
+	StatusType       string        `key:"statusType" usage:"CloudEvent type template, overrides the preset"`
+	StatusSource     string        `key:"statusSource" usage:"CloudEvent source template, overrides the preset"`
+	StatusDebounce   time.Duration `key:"statusDebounce" default:"1s" usage:"coalesce a cluster's status changes within this window (latest wins)"`
+	// Without a stream statuses are held, never counted delivered (docs/dcm.md).
+	StatusCreateStream bool          `key:"statusCreateStream" default:"false" usage:"create or update the SP's own JetStream stream acm-cluster-sp-<providerName> for its status subjects, unless another stream already captures them"`
+	StatusStreamMaxAge time.Duration `key:"statusStreamMaxAge" default:"168h" usage:"retention of the stream statusCreateStream creates (events older than this are discarded)"`
+	ResyncPeriod       time.Duration `key:"resyncPeriod" default:"10m" usage:"re-evaluate and re-publish every cluster's status this often"`
+
+	// Leader election (several replicas: only the leader publishes events)
+	LeaderElection          bool          `key:"leaderElection" default:"true" usage:"elect a leader through a Lease; only the leader publishes events"`
+	LeaderElectionNamespace string        `key:"leaderElectionNamespace" usage:"namespace of the Lease (default: namespace)"`
+	LeaseDuration           time.Duration `key:"leaseDuration" default:"15s" usage:"leader lease duration (at least 1s; the Lease records whole seconds)"`
+
+	// Rendering
+	VersionMatrixFile              string `key:"versionMatrixFile" usage:"YAML/JSON map of OpenShift to Kubernetes minors overriding the built-in matrix"`
+	PullSecretFile                 string `key:"pullSecretFile" usage:"file with the dockerconfigjson pull secret copied into each cluster"`
+	PullSecretName                 string `key:"pullSecretName" usage:"existing Secret in namespace whose .dockerconfigjson is copied into each cluster"`
+	SSHPublicKeyFile               string `key:"sshPublicKeyFile" usage:"public key(s) installed on the workers (optional)"`
+	BaseDomain                     string `key:"baseDomain" usage:"base DNS domain when a request has none (required for baremetal if requests omit it)"`
+	ManageACMObjects               bool   `key:"manageACMObjects" default:"true" usage:"create and delete the ManagedCluster and KlusterletAddonConfig"`
+	ControlPlaneAvailabilityPolicy string `key:"controlPlaneAvailabilityPolicy" default:"HighlyAvailable" usage:"HostedCluster controllerAvailabilityPolicy when a request has no control_plane.count"`
+	DefaultWorkerCount             int    `key:"defaultWorkerCount" default:"2" usage:"NodePool replicas when a request has no worker count"`
+	HypershiftNamespace            string `key:"hypershiftNamespace" default:"hypershift" usage:"namespace of the HyperShift operator and its supported-versions ConfigMap"`
+
+	// Status timing (docs/status-mapping.md)
+	DegradedGracePeriod          time.Duration `key:"degradedGracePeriod" default:"15m" usage:"Degraded longer than this is FAILED"`
+	ProvisioningTimeoutKubevirt  time.Duration `key:"provisioningTimeoutKubevirt" default:"45m" usage:"a KubeVirt cluster not READY after this is FAILED"`
+	ProvisioningTimeoutBaremetal time.Duration `key:"provisioningTimeoutBaremetal" default:"120m" usage:"a baremetal cluster not READY after this is FAILED"`
+
+	// Day-2 operations (docs/day2.md)
+	OperationTimeoutKubevirt  time.Duration `key:"operationTimeoutKubevirt" default:"90m" usage:"a KubeVirt scale, upgrade or resize not finished after this is FAILED"`
+	OperationTimeoutBaremetal time.Duration `key:"operationTimeoutBaremetal" default:"180m" usage:"a baremetal scale, upgrade or resize not finished after this is FAILED"`
+	UpdatingStatus            string        `key:"updatingStatus" default:"UPDATING" usage:"status string of a running day-2 operation in status events: UPDATING, or PROGRESSING (DCM's word for it)"`
+
+	// DCM as it runs since its Environment Agent (docs/dcm.md): status words, problem types, keyed deletes
+	StatusVocabulary   string        `key:"statusVocabulary" default:"seed" usage:"status words of GET, LIST and the status events: seed (PENDING, PROVISIONING, READY, UPDATING, FAILED, UNAVAILABLE, DELETING, DELETED) or dcm-2026 (PROGRESSING, ACTIVE, DEGRADED, UNAVAILABLE, FAILED, DELETING, DELETED; only a terminal failure is FAILED)"`
+	ActiveStatus       string        `key:"activeStatus" default:"ACTIVE" usage:"with statusVocabulary dcm-2026, the status of a ready cluster: ACTIVE, or RUNNING for control planes that advance placement on running"`
+	ProblemTypes       string        `key:"problemTypes" default:"codes" usage:"type member of the problem documents: codes (INVALID_ARGUMENT, NOT_FOUND, …) or uris (RFC 9457: https://dcm-project.github.io/problems/invalid-argument, …)"`
+	DeleteKeyRetention time.Duration `key:"deleteKeyRetention" default:"24h" usage:"how long a DELETE with an Idempotency-Key is remembered on the hub: its replay answers 204 within this time, also once the cluster is gone"`
+}
+
+// Values of statusVocabulary, activeStatus and problemTypes.
+const (
+	VocabularySeed    = "seed"
+	VocabularyDCM2026 = "dcm-2026"
+	ProblemTypeCodes  = "codes"
+	ProblemTypeURIs   = "uris"
+)
+
+// validateDCM checks the keys of DCM's newer contract.
+func (c *Config) validateDCM(bad func(key, format string, args ...any) error) error {
+	if c.StatusVocabulary != VocabularySeed && c.StatusVocabulary != VocabularyDCM2026 {
+		return bad("statusVocabulary", "%q must be seed or dcm-2026", c.StatusVocabulary)
+	}
+	if c.ActiveStatus != "ACTIVE" && c.ActiveStatus != "RUNNING" {
+		return bad("activeStatus", "%q must be ACTIVE or RUNNING", c.ActiveStatus)
+	}
+	if c.ProblemTypes != ProblemTypeCodes && c.ProblemTypes != ProblemTypeURIs {
+		return bad("problemTypes", "%q must be codes or uris", c.ProblemTypes)
+	}
+	if c.DeleteKeyRetention <= 0 {
+		return bad("deleteKeyRetention", "must be positive")
+	}
+	return nil
+}
+
+// field describes one configuration key.
+type field struct {
+	key, env, flag, def, usage string
+	secret, boolean            bool
+	index                      int
+}
+
+func fields() []field {
+	t := reflect.TypeOf(Config{})
+	out := make([]field, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		key := f.Tag.Get("key")
+		out = append(out, field{key: key, env: EnvName(key), flag: FlagName(key), def: f.Tag.Get("default"), usage: f.Tag.Get("usage"), secret: f.Tag.Get("secret") == "true", boolean: f.Type.Kind() == reflect.Bool, index: i})
+	}
+	return out
+}
+
+// EnvName is the environment variable of a key: SP_ + upper snake case (natsURL → SP_NATS_URL).
+func EnvName(key string) string { return "SP_" + strings.ToUpper(split(key, "_")) }
+
+// FlagName is the flag of a key: kebab case (hubKubeconfig → hub-kubeconfig).
+func FlagName(key string) string { return strings.ToLower(split(key, "-")) }
+
+func split(key, sep string) string {
+	var b strings.Builder
+	r := []rune(key)
+	for i, c := range r {
+		// a word starts at an upper-case letter after a lower-case one (natsURL → nats URL) and at the last
+		// capital of an acronym followed by a lower-case letter (manageACMObjects → manage ACM Objects)
+		lowerBefore := i > 0 && (unicode.IsLower(r[i-1]) || unicode.IsDigit(r[i-1]))
+		acronymEnd := i > 0 && unicode.IsUpper(r[i-1]) && i+1 < len(r) && unicode.IsLower(r[i+1])
+		if unicode.IsUpper(c) && (lowerBefore || acronymEnd) {
+			b.WriteString(sep)
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Loader binds the configuration to a flag set and resolves it.
+type Loader struct {
+	flags    *pflag.FlagSet
+	file     string
+	defaults map[string]string
+}
+
+// SetDefaults replaces built-in defaults by key (dev mode's defaults); file, env and flags still override them.
+func (l *Loader) SetDefaults(d map[string]string) { l.defaults = d }
+
+// Bind registers --config and one flag per key on fs.
+func Bind(fs *pflag.FlagSet) *Loader {
+	l := &Loader{flags: fs}
+	fs.StringVar(&l.file, "config", "", "YAML configuration file (env SP_CONFIG)")
+	for _, f := range fields() {
+		usage := f.usage + " (env " + f.env + ")"
+		fs.String(f.flag, "", usage)
+		if f.def != "" {
+			fs.Lookup(f.flag).DefValue = f.def
+		}
+		if f.boolean {
+			fs.Lookup(f.flag).NoOptDefVal = "true" // --manage-acm-objects alone means true
+		}
+	}
+	return l
+}
+
+// Load resolves every key (flag > env > file > default) and validates the result.
+func (l *Loader) Load(getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	file := l.file
+	if file == "" {
+		file = getenv("SP_CONFIG")
+	}
+	fromFile := map[string]any{}
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if err := yaml.Unmarshal(data, &fromFile); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", file, err)
+		}
+		known := map[string]bool{}
+		for _, f := range fields() {
+			known[f.key] = true
+		}
+		for k := range fromFile {
+			if !known[k] {
+				return nil, fmt.Errorf("config file %s: unknown key %q", file, k)
+			}
+		}
+	}
+	var c Config
+	v := reflect.ValueOf(&c).Elem()
+	for _, f := range fields() {
+		raw, source := f.def, "default"
+		if d, ok := l.defaults[f.key]; ok {
+			raw = d
+		}
+		if x, ok := fromFile[f.key]; ok {
+			raw, source = fileValue(x), "file key "+f.key
+		}
+		if x := getenv(f.env); x != "" {
+			raw, source = x, "env "+f.env
+		}
+		if l.flags != nil {
+			if fl := l.flags.Lookup(f.flag); fl != nil && fl.Changed {
+				raw, source = fl.Value.String(), "flag --"+f.flag
+			}
+		}
+		if err := set(v.Field(f.index), raw); err != nil {
+			shown := raw
+			if f.secret {
+				shown = "(hidden)"
+			}
+			return nil, fmt.Errorf("config: %s = %q (from %s): %v", f.key, shown, source, err)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Defaults returns the configuration with every default applied and nothing else.
+func Defaults() Config {
+	var c Config
+	v := reflect.ValueOf(&c).Elem()
+	for _, f := range fields() {
+		if err := set(v.Field(f.index), f.def); err != nil {
+			panic(err)
+		}
+	}
+	return c
+}
+
+func fileValue(x any) string {
+	switch t := x.(type) {
+	case []any:
+		parts := make([]string, len(t))
+		for i, p := range t {
+			parts[i] = fmt.Sprint(p)
+		}
+		return strings.Join(parts, ",")
+	case float64:
+		return strconv.FormatFloat(t, 'f', -1, 64)
+	default:
+		return fmt.Sprint(t)
+	}
+}
+
+func set(v reflect.Value, raw string) error {
+	switch v.Interface().(type) {
+	case string:
+		v.SetString(raw)
+	case bool:
+		if raw == "" {
+			v.SetBool(false)
+			return nil
+		}
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		v.SetBool(b)
+	case int:
+		if raw == "" {
+			return nil
+		}
+		n, err := strconv.Atoi(raw)
+		if err != nil {
+			return errors.New("must be an integer")
+		}
+		v.SetInt(int64(n))
+	case time.Duration:
+		if raw == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return errors.New("must be a duration such as 90s, 15m or 2h")
+		}
+		v.SetInt(int64(d))
+	case []string:
+		var out []string
+		for _, p := range strings.Split(raw, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		v.Set(reflect.ValueOf(out))
+	default:
+		return fmt.Errorf("unsupported type %s", v.Type())
+	}
+	return nil
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Validate checks the values that can be checked without the hub.
+func (c *Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("config: %s: %s (flag --%s, env %s, file key %s)", key, fmt.Sprintf(format, args...), FlagName(key), EnvName(key), key)
+	}
+	if !dnsLabel.MatchString(c.Namespace) || len(c.Namespace) > 63 {
+		return bad("namespace", "%q is not a valid namespace name", c.Namespace)
+	}
+	if len(c.EnabledPlatforms) == 0 {
+		return bad("enabledPlatforms", "at least one of kubevirt, baremetal")
+	}
+	for _, p := range c.EnabledPlatforms {
+		if !clusters.Platform(p).Known() {
+			return bad("enabledPlatforms", "%q is not a platform (kubevirt, baremetal)", p)
+		}
+	}
+	if !clusters.Platform(c.DefaultPlatform).Known() {
+		return bad("defaultPlatform", "%q is not a platform (kubevirt, baremetal)", c.DefaultPlatform)
+	}
+	if c.KubevirtInfraCluster != "" && c.KubevirtInfraNamespace == "" {
+		return bad("kubevirtInfraNamespace", "required when kubevirtInfraCluster is set")
+	}
+	if c.AgentNamespace != "" && (!dnsLabel.MatchString(c.AgentNamespace) || len(c.AgentNamespace) > 63) {
+		return bad("agentNamespace", "%q is not a valid namespace name", c.AgentNamespace)
+	}
+	if c.APIHost != "" {
+		u, err := url.Parse(c.APIHost)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return bad("apiHost", "%q must be a base URL such as https://acm-sp.example.com:8443", c.APIHost)
+		}
+	}
+	if c.RegistrationURL != "" {
+		u, err := url.Parse(c.RegistrationURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("registrationURL", "%q is not an http(s) URL", c.RegistrationURL)
+		}
+		if !strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/api/v1alpha1") {
+			return bad("registrationURL", "%q must end in /api/v1alpha1 (the client appends /providers)", c.RegistrationURL)
+		}
+		if c.APIHost == "" {
+			return bad("apiHost", "required when registrationURL is set (it is the endpoint registered with DCM)")
+		}
+	}
+	if c.ProviderName == "" || !dnsLabel.MatchString(c.ProviderName) {
+		return bad("providerName", "%q must be a lower-case DNS label", c.ProviderName)
+	}
+	switch c.StatusPreset {
+	case "design", "spm":
+	default:
+		return bad("statusPreset", "%q must be design or spm", c.StatusPreset)
+	}
+	switch c.ControlPlaneAvailabilityPolicy {
+	case "HighlyAvailable", "SingleReplica":
+	default:
+		return bad("controlPlaneAvailabilityPolicy", "%q must be HighlyAvailable or SingleReplica", c.ControlPlaneAvailabilityPolicy)
+	}
+	if c.HubQPS < 0 {
+		return bad("hubQPS", "must not be negative")
+	}
+	if c.HubQPS > 0 && c.HubBurst < c.HubQPS {
+		return bad("hubBurst", "must be at least hubQPS (%d)", c.HubQPS)
+	}
+	if c.DefaultWorkerCount < 1 {
+		return bad("defaultWorkerCount", "must be at least 1")
+	}
+	if c.NATSURL != "" {
+		for _, u := range strings.Split(c.NATSURL, ",") {
+			p, err := url.Parse(strings.TrimSpace(u))
+			if err != nil || p.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, p.Scheme) {
+				return bad("natsURL", "must be nats://host:port (or tls://, ws://, wss://), comma-separated for several servers (value hidden: it may carry a password)")
+			}
+		}
+	}
+	if c.UpdatingStatus != "UPDATING" && c.UpdatingStatus != "PROGRESSING" {
+		return bad("updatingStatus", "must be UPDATING or PROGRESSING")
+	}
+	if c.PullSecretFile != "" && c.PullSecretName != "" {
+		return bad("pullSecretFile", "set only one of pullSecretFile, pullSecretName")
+	}
+	if err := c.validateSecurity(bad); err != nil {
+		return err
+	}
+	if err := c.validateDCM(bad); err != nil {
+		return err
+	}
+	for key, d := range map[string]time.Duration{"degradedGracePeriod": c.DegradedGracePeriod, "provisioningTimeoutKubevirt": c.ProvisioningTimeoutKubevirt,
+		"provisioningTimeoutBaremetal": c.ProvisioningTimeoutBaremetal, "operationTimeoutKubevirt": c.OperationTimeoutKubevirt,
+		"operationTimeoutBaremetal": c.OperationTimeoutBaremetal, "resyncPeriod": c.ResyncPeriod, "leaseDuration": c.LeaseDuration,
+		"requestTimeout": c.RequestTimeout, "shutdownTimeout": c.ShutdownTimeout, "statusStreamMaxAge": c.StatusStreamMaxAge} {
+		if d <= 0 {
+			return bad(key, "must be positive")
+		}
+	}
+	if c.LeaseDuration < time.Second {
+		return bad("leaseDuration", "must be at least 1s (a Lease holds whole seconds)")
+	}
+	if c.StatusDebounce < 0 {
+		return bad("statusDebounce", "must not be negative")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("logLevel", "%q must be debug, info, warn or error", c.LogLevel)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return bad("logFormat", "%q must be text or json", c.LogFormat)
+	}
+	return nil
+}
+
+// ValidateServe checks what `serve` needs on top of Validate.
+func (c *Config) ValidateServe() error {
+	if c.NATSURL == "" {
+		return fmt.Errorf("config: natsURL: required (flag --%s, env %s, file key natsURL)", FlagName("natsURL"), EnvName("natsURL"))
+	}
+	if c.PullSecretFile == "" && c.PullSecretName == "" {
+		return fmt.Errorf("config: pullSecretFile: one of pullSecretFile or pullSecretName is required (env %s, %s)", EnvName("pullSecretFile"), EnvName("pullSecretName"))
+	}
+	return nil
+}
+
+// PlatformEnabled reports whether p is in enabledPlatforms.
+func (c *Config) PlatformEnabled(p clusters.Platform) bool {
+	for _, e := range c.EnabledPlatforms {
+		if e == string(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// LeaseNamespace is where the leader-election Lease lives.
+func (c *Config) LeaseNamespace() string {
+	if c.LeaderElectionNamespace != "" {
+		return c.LeaderElectionNamespace
+	}
+	return c.Namespace
+}
+
+// Key describes one configuration key (docs/configuration.md is generated from these).
+type Key struct {
+	Name, Env, Flag, Default, Usage, Type string
+	Secret                                bool
+}
+
+// Describe lists every key, in the order of the Config struct.
+func Describe() []Key {
+	t := reflect.TypeOf(Config{})
+	var out []Key
+	for _, f := range fields() {
+		typ := t.Field(f.index).Type.String()
+		switch typ {
+		case "time.Duration":
+			typ = "duration"
+		case "[]string":
+			typ = "list"
+		}
+		out = append(out, Key{Name: f.key, Env: f.env, Flag: "--" + f.flag, Default: f.def, Usage: f.usage, Type: typ, Secret: f.secret})
+	}
+	return out
+}
+
+// Keys lists every key with its env var, flag and default (for docs and tests).
+func Keys() [][4]string {
+	var out [][4]string
+	for _, f := range fields() {
+		out = append(out, [4]string{f.key, f.env, "--" + f.flag, f.def})
+	}
+	return out
+}
+
+// Authentication modes.
+const (
+	AuthKubernetes = "kubernetes"
+	AuthNone       = "none"
+)
+
+// validateSecurity checks the authentication, TLS and credential keys. Unauthenticated serving is refused on a
+// non-loopback address unless allowUnauthenticated says it is intended.
+func (c *Config) validateSecurity(bad func(key, format string, args ...any) error) error {
+	switch c.Auth {
+	case AuthKubernetes:
+	case AuthNone:
+		if c.AuthAnonymous {
+			return bad("authAnonymous", "applies only to auth kubernetes")
+		}
+		if !loopback.Is(c.ListenAddress) && !c.AllowUnauthenticated {
+			return bad("auth", "none on the non-loopback address %q lets anyone create and delete clusters and read their admin kubeconfigs; use auth kubernetes, listen on 127.0.0.1, or set allowUnauthenticated: true", c.ListenAddress)
+		}
+	default:
+		return bad("auth", "%q must be kubernetes or none", c.Auth)
+	}
+	if errs := validation.IsDNS1123Subdomain(c.AuthAPIGroup); len(errs) > 0 {
+		return bad("authAPIGroup", "%q is not an API group name: %s", c.AuthAPIGroup, errs[0])
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return bad("tlsCertFile", "tlsCertFile and tlsKeyFile go together")
+	}
+	if err := c.validateTransport(bad); err != nil {
+		return err
+	}
+	if (c.NATSCertFile == "") != (c.NATSKeyFile == "") {
+		return bad("natsCertFile", "natsCertFile and natsKeyFile go together")
+	}
+	if c.NATSCredsFile != "" && c.NATSNkeySeedFile != "" {
+		return bad("natsCredsFile", "set only one of natsCredsFile, natsNkeySeedFile")
+	}
+	if (c.NATSUser == "") != (c.NATSPasswordFile == "") {
+		return bad("natsUser", "natsUser and natsPasswordFile go together")
+	}
+	for key, path := range map[string]string{"clientCAFile": c.ClientCAFile, "tlsCertFile": c.TLSCertFile, "tlsKeyFile": c.TLSKeyFile,
+		"natsCredsFile": c.NATSCredsFile, "natsNkeySeedFile": c.NATSNkeySeedFile, "natsPasswordFile": c.NATSPasswordFile,
+		"natsCAFile": c.NATSCAFile, "natsCertFile": c.NATSCertFile, "natsKeyFile": c.NATSKeyFile,
+		"registrationTokenFile": c.RegistrationTokenFile, "registrationCAFile": c.RegistrationCAFile, "pullSecretFile": c.PullSecretFile} {
+		if path == "" {
+			continue
+		}
+		if _, err := os.Stat(path); err != nil {
+			return bad(key, "cannot read %s: %v", path, errors.Unwrap(err))
+		}
+	}
+	return nil
+}
+
+// TLS reports whether the API is served over HTTPS.
+func (c *Config) TLS() bool { return c.TLSCertFile != "" }

@@ -1,0 +1,246 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	nethttpmiddleware "github.com/oapi-codegen/nethttp-middleware"
+	"github.com/oapi-codegen/runtime/strictmiddleware/nethttp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/httpapi/apigen"
+	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
+)
+
+// MaxBodyBytes is the largest request body accepted (1 MiB).
+const MaxBodyBytes = 1 << 20
+
+// Handler returns the whole HTTP surface, in one place:
+//
+//	/api/v1alpha1/clusters…  (OpenAPI, validated; authenticated and authorized)
+//	/api/v1alpha1/health, /api/v1alpha1/clusters/health, /health, /livez, /readyz  (GET and HEAD open: probes and DCM's polls)
+//	/metrics         (Prometheus, registry reg; authenticated, needs get on the non-resource URL /metrics)
+//
+// Authentication comes first (an anonymous caller learns nothing about routes or validation), then routing, then
+// authorization of the operation. Unknown routes and methods, malformed query strings and parameters, wrong
+// content types and oversized bodies all answer with problem+json.
+func (s *Server) Handler(reg *prometheus.Registry) (http.Handler, error) {
+	spec, err := api.GetSwagger()
+	if err != nil {
+		return nil, fmt.Errorf("loading the OpenAPI document: %w", err)
+	}
+	metrics := newHTTPMetrics(reg)
+
+	r := chi.NewRouter()
+	r.Use(s.problemTypes, s.recoverer, metrics.middleware, s.authenticate, wellFormedQuery, limitBody)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path), nil)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path), nil)
+	})
+	r.Get("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	r.Get("/readyz", s.readyz)
+	r.With(s.protectMetrics).Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+
+	validator := nethttpmiddleware.OapiRequestValidatorWithOptions(spec, &nethttpmiddleware.Options{
+		Options: openapi3filter.Options{ExcludeRequestBody: true, ExcludeResponseBody: true, MultiError: false,
+			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}, // authenticate and authorize decide
+		SilenceServersWarning: true,
+		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, o nethttpmiddleware.ErrorHandlerOpts) {
+			status := o.StatusCode
+			if status == 0 || status >= 500 {
+				status = http.StatusBadRequest
+			}
+			writeProblem(w, r, status, validationMessage(err), nil)
+		},
+	})
+	strict := apigen.NewStrictHandlerWithOptions(s, []apigen.StrictMiddlewareFunc{withRequest}, apigen.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc:  s.requestError,
+		ResponseErrorHandlerFunc: s.writeError,
+	})
+	apigen.HandlerWithOptions(strict, apigen.ChiServerOptions{
+		BaseRouter: r,
+		// Applied last-first: authorize, then the deadline, then validation and the content type.
+		Middlewares: []apigen.MiddlewareFunc{requireJSON, validator, s.withDeadline, s.authorize},
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, r, http.StatusBadRequest, err.Error(), nil)
+		},
+	})
+	return r, nil
+}
+
+// withRequest makes the HTTP request available to strict handlers (for the kubeconfig audit line).
+func withRequest(f nethttp.StrictHTTPHandlerFunc, _ string) nethttp.StrictHTTPHandlerFunc {
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
+		return f(context.WithValue(ctx, requestKey{}, r), w, r, req)
+	}
+}
+
+// requestError answers a body the strict server could not decode.
+func (s *Server) requestError(w http.ResponseWriter, r *http.Request, err error) {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		writeProblem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes), nil)
+		return
+	}
+	msg := strings.TrimPrefix(err.Error(), "can't decode JSON body: ")
+	writeProblem(w, r, http.StatusBadRequest, "request body is not valid JSON: "+msg, nil)
+}
+
+// validationMessage shortens kin-openapi's error to "parameter X in query: reason".
+func validationMessage(err error) string {
+	var re *openapi3filter.RequestError
+	if errors.As(err, &re) {
+		if re.Parameter != nil {
+			reason := re.Reason
+			if re.Err != nil {
+				reason = re.Err.Error()
+				if i := strings.Index(reason, "\nSchema:"); i > 0 {
+					reason = reason[:i]
+				}
+			}
+			return fmt.Sprintf("%s parameter %q: %s", re.Parameter.In, re.Parameter.Name, strings.TrimSpace(reason))
+		}
+		return re.Error()
+	}
+	return err.Error()
+}
+
+// wellFormedQuery refuses a query string that does not parse (e.g. a stray %): Go's r.URL.Query() would silently
+// drop the broken pair, turning a mangled page_token into "first page".
+func wellFormedQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			writeProblem(w, r, http.StatusBadRequest, "malformed query string: "+strings.TrimPrefix(err.Error(), "invalid URL escape "), nil)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withDeadline bounds an API request (its hub calls included) by requestTimeout: a hanging hub gives a 504, not a
+// stuck handler.
+func (s *Server) withDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isOpen(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.requestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// limitBody caps request bodies at MaxBodyBytes.
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBodyBytes {
+			writeProblem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes), nil)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireJSON refuses request bodies that are not application/json — application/merge-patch+json for PATCH,
+// an RFC 7396 merge patch (415).
+func requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+			want := "application/json"
+			if r.Method == http.MethodPatch {
+				want = "application/merge-patch+json"
+			}
+			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+			if err != nil || mt != want {
+				writeProblem(w, r, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type must be %s, got %q", want, r.Header.Get("Content-Type")), nil)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverer turns a panic into a 500 problem (and a log line with the stack), never a dropped connection.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				writeProblem(w, r, http.StatusInternalServerError, "internal error", nil)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	rep := s.health.Report()
+	code := http.StatusOK
+	if !s.health.Ready() {
+		code = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = jsonEncode(w, rep)
+}
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg *prometheus.Registry) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "acm_sp_http_requests_total", Help: "HTTP requests by route, method and status code."}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "acm_sp_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"route", "method"}),
+	}
+	reg.MustRegister(m.requests, m.duration)
+	return m
+}
+
+func (m *httpMetrics) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		method := metricMethod(r.Method)
+		m.requests.WithLabelValues(route, method, strconv.Itoa(ww.Status())).Inc()
+		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+	})
+}
+
+// metricMethod bounds the method label to a fixed set: any other method (a client may send anything) is "other".
+func metricMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
+}

@@ -1,0 +1,383 @@
+// Package httpapi serves the REST API: the OpenAPI document's routes (generated chi strict server in apigen),
+// request validation with kin-openapi, RFC 7807 problem+json for every error, health and probe endpoints, and
+// metrics. Handlers are small functions that call internal/sp/clusters and translate domain types to wire types.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/httpapi/apigen"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
+	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
+)
+
+// Health answers the health endpoints (internal/sp/health provides it).
+type Health interface {
+	// Report returns the current health (never blocking on the hub).
+	Report() api.Health
+	// Ready reports whether the service should receive traffic (/readyz).
+	Ready() bool
+}
+
+// Clusters is the domain service the API calls (provision.Service).
+type Clusters interface {
+	// Create provisions a cluster; id is ?id= and key the Idempotency-Key ("" when absent).
+	Create(ctx context.Context, id, key string, body []byte) (c *clusters.Cluster, created bool, err error)
+	Get(ctx context.Context, id string) (*clusters.Cluster, error)
+	List(ctx context.Context, pageSize *int, pageToken string) ([]clusters.Cluster, string, error)
+	// Delete starts deleting a cluster; key is the Idempotency-Key ("" when absent).
+	Delete(ctx context.Context, id, key string) error
+	// Update applies a merge patch of {"spec": …} (day-2); ifMatch is the If-Match header ("" when absent).
+	Update(ctx context.Context, id string, body []byte, ifMatch string) (*clusters.Cluster, error)
+	// Kubeconfig reads the admin kubeconfig of a cluster Get returned.
+	Kubeconfig(ctx context.Context, c *clusters.Cluster) ([]byte, error)
+}
+
+// Server implements the generated StrictServerInterface.
+type Server struct {
+	svc    Clusters
+	health Health
+	guard  Guard
+	log    *slog.Logger
+	audits *slog.Logger // one line per kubeconfig disclosure, create and delete
+	// requestTimeout is every API request's deadline (hub calls included).
+	requestTimeout time.Duration
+	// problemURIs: problem documents carry RFC 9457 type URIs instead of codes.
+	problemURIs bool
+	encodings   *encodingCache
+}
+
+var _ apigen.StrictServerInterface = (*Server)(nil)
+
+// Options are NewServer's optional settings.
+type Options struct {
+	Log            *slog.Logger
+	RequestTimeout time.Duration // default 20s
+	// ProblemTypeURIs makes problem documents carry RFC 9457 type URIs (https://dcm-project.github.io/problems/…)
+	// instead of codes (configuration problemTypes).
+	ProblemTypeURIs bool
+}
+
+// NewServer returns the API server.
+func NewServer(svc Clusters, health Health, guard Guard, o Options) *Server {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 20 * time.Second
+	}
+	return &Server{svc: svc, health: health, guard: guard, log: log, audits: log.With("log", "audit"), requestTimeout: o.RequestTimeout,
+		problemURIs: o.ProblemTypeURIs, encodings: newEncodingCache()}
+}
+
+// RequestTimeout is every API request's deadline.
+func (s *Server) RequestTimeout() time.Duration { return s.requestTimeout }
+
+// ProblemTypeURIs reports whether problem documents carry RFC 9457 type URIs.
+func (s *Server) ProblemTypeURIs() bool { return s.problemURIs }
+
+type requestKey struct{}
+
+// requestFrom returns the HTTP request a strict handler serves (put in the context by withRequest).
+func requestFrom(ctx context.Context) *http.Request {
+	r, _ := ctx.Value(requestKey{}).(*http.Request)
+	return r
+}
+
+// CreateCluster handles POST /api/v1alpha1/clusters.
+func (s *Server) CreateCluster(ctx context.Context, req apigen.CreateClusterRequestObject) (apigen.CreateClusterResponseObject, error) {
+	id := ""
+	if req.Params.Id != nil {
+		id = *req.Params.Id
+	}
+	var body []byte
+	if req.Body != nil {
+		body = *req.Body
+	}
+	key := deref(req.Params.IdempotencyKey)
+	c, created, err := s.svc.Create(ctx, id, key, body)
+	if err != nil {
+		s.audit(ctx, "create", id, keyed(key, "result", "refused", "reason", clusters.KindOf(err).String())...)
+		return nil, err
+	}
+	s.audit(ctx, "create", c.ID, keyed(key, "result", map[bool]string{true: "created", false: "replayed"}[created])...)
+	out, disclosed, err := s.withKubeconfig(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	location := "/api/v1alpha1/" + c.Path()
+	if created {
+		return noStore[apigen.CreateCluster201JSONResponse]{apigen.CreateCluster201JSONResponse{Body: out, Headers: apigen.CreateCluster201ResponseHeaders{Location: location}}, disclosed}, nil
+	}
+	return noStore[apigen.CreateCluster200JSONResponse]{apigen.CreateCluster200JSONResponse{Body: out, Headers: apigen.CreateCluster200ResponseHeaders{Location: location}}, disclosed}, nil
+}
+
+// keyed prepends a request's Idempotency-Key to audit attributes (when it has one).
+func keyed(key string, attrs ...any) []any {
+	if key == "" {
+		return attrs
+	}
+	return append([]any{"idempotencyKey", key}, attrs...)
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// ListClusters handles GET /api/v1alpha1/clusters.
+func (s *Server) ListClusters(ctx context.Context, req apigen.ListClustersRequestObject) (apigen.ListClustersResponseObject, error) {
+	var size *int
+	if req.Params.MaxPageSize != nil {
+		n := int(*req.Params.MaxPageSize)
+		size = &n
+	}
+	token := ""
+	if req.Params.PageToken != nil {
+		token = *req.Params.PageToken
+	}
+	list, next, err := s.svc.List(ctx, size, token)
+	if err != nil {
+		return nil, err
+	}
+	// The body of api.ClusterList, written from each cluster's cached encoding into one buffer of the right size.
+	items := make([][]byte, len(list))
+	n := 64
+	for i := range list {
+		item, err := s.listEncoding(&list[i])
+		if err != nil {
+			return nil, err
+		}
+		items[i] = item
+		n += len(item) + 1
+	}
+	var tok []byte
+	if next != "" {
+		var err error
+		if tok, err = json.Marshal(next); err != nil {
+			return nil, err
+		}
+		n += len(tok)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n))
+	buf.WriteByte('{')
+	if tok != nil {
+		buf.WriteString(`"next_page_token":`)
+		buf.Write(tok)
+		buf.WriteByte(',')
+	}
+	buf.WriteString(`"results":[`)
+	for i, item := range items {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(item)
+	}
+	buf.WriteString("]}\n")
+	return rawJSON(buf.Bytes()), nil
+}
+
+// listEncoding is a cluster's JSON as LIST shows it (and as GET shows a cluster without kubeconfig): the encoding
+// of its build, made and kept on first use.
+func (s *Server) listEncoding(c *clusters.Cluster) ([]byte, error) {
+	if b := s.encodings.get(c.ID, c.Build); b != nil {
+		return b, nil
+	}
+	out := toAPI(c)
+	if c.HasKubeconfig() {
+		// LIST never carries kubeconfigs: a page of 100 cluster-admin credentials is too much in one answer.
+		out.Kubeconfig = nil
+		out.KubeconfigOmitted = ptr(api.ClusterKubeconfigOmittedList)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	s.encodings.put(c.ID, c.Build, b)
+	return b, nil
+}
+
+// rawJSON is a 200 application/json response whose body is already encoded.
+type rawJSON []byte
+
+func (r rawJSON) write(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(r)
+	return err
+}
+
+// VisitListClustersResponse implements apigen.ListClustersResponseObject.
+func (r rawJSON) VisitListClustersResponse(w http.ResponseWriter) error { return r.write(w) }
+
+// VisitGetClusterResponse implements apigen.GetClusterResponseObject.
+func (r rawJSON) VisitGetClusterResponse(w http.ResponseWriter) error { return r.write(w) }
+
+// GetCluster handles GET /api/v1alpha1/clusters/{clusterId}.
+func (s *Server) GetCluster(ctx context.Context, req apigen.GetClusterRequestObject) (apigen.GetClusterResponseObject, error) {
+	c, err := s.svc.Get(ctx, req.ClusterId)
+	if err != nil {
+		return nil, err
+	}
+	if !c.HasKubeconfig() {
+		b, err := s.listEncoding(c) // the same document: nothing to withhold or disclose
+		if err != nil {
+			return nil, err
+		}
+		return rawJSON(append(b[:len(b):len(b)], '\n')), nil
+	}
+	out, disclosed, err := s.withKubeconfig(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return noStore[apigen.GetCluster200JSONResponse]{apigen.GetCluster200JSONResponse{Body: out, Headers: apigen.GetCluster200ResponseHeaders{ETag: c.ETag}}, disclosed}, nil
+}
+
+// UpdateCluster handles PATCH /api/v1alpha1/clusters/{clusterId} (day-2: scale, upgrade, resize).
+func (s *Server) UpdateCluster(ctx context.Context, req apigen.UpdateClusterRequestObject) (apigen.UpdateClusterResponseObject, error) {
+	var body []byte
+	if req.Body != nil {
+		body = *req.Body
+	}
+	ifMatch := ""
+	if req.Params.IfMatch != nil {
+		ifMatch = *req.Params.IfMatch
+	}
+	c, err := s.svc.Update(ctx, req.ClusterId, body, ifMatch)
+	if err != nil {
+		s.audit(ctx, "update", req.ClusterId, "result", "refused", "reason", clusters.KindOf(err).String())
+		return nil, err
+	}
+	result := "unchanged"
+	if c.Operation != nil && c.Operation.Open() {
+		result = "accepted " + c.Operation.Describe()
+	}
+	s.audit(ctx, "update", c.ID, "result", result)
+	out, disclosed, err := s.withKubeconfig(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return noStore[apigen.UpdateCluster200JSONResponse]{apigen.UpdateCluster200JSONResponse{Body: out, Headers: apigen.UpdateCluster200ResponseHeaders{ETag: c.ETag}}, disclosed}, nil
+}
+
+// DeleteCluster handles DELETE /api/v1alpha1/clusters/{clusterId}.
+func (s *Server) DeleteCluster(ctx context.Context, req apigen.DeleteClusterRequestObject) (apigen.DeleteClusterResponseObject, error) {
+	key := deref(req.Params.IdempotencyKey)
+	if err := s.svc.Delete(ctx, req.ClusterId, key); err != nil {
+		s.audit(ctx, "delete", req.ClusterId, keyed(key, "result", "refused", "reason", clusters.KindOf(err).String())...)
+		return nil, err
+	}
+	s.audit(ctx, "delete", req.ClusterId, keyed(key, "result", "accepted")...)
+	return apigen.DeleteCluster204Response{}, nil
+}
+
+// GetHealth handles GET /api/v1alpha1/health.
+func (s *Server) GetHealth(context.Context, apigen.GetHealthRequestObject) (apigen.GetHealthResponseObject, error) {
+	return apigen.GetHealth200JSONResponse{HealthJSONResponse: apigen.HealthJSONResponse(s.health.Report())}, nil
+}
+
+// GetClustersHealth handles GET /api/v1alpha1/clusters/health (the path DCM polls).
+func (s *Server) GetClustersHealth(context.Context, apigen.GetClustersHealthRequestObject) (apigen.GetClustersHealthResponseObject, error) {
+	return apigen.GetClustersHealth200JSONResponse{HealthJSONResponse: apigen.HealthJSONResponse(s.health.Report())}, nil
+}
+
+// GetRootHealth handles GET /health.
+func (s *Server) GetRootHealth(context.Context, apigen.GetRootHealthRequestObject) (apigen.GetRootHealthResponseObject, error) {
+	return apigen.GetRootHealth200JSONResponse{HealthJSONResponse: apigen.HealthJSONResponse(s.health.Report())}, nil
+}
+
+// withKubeconfig converts a cluster for one caller: its admin kubeconfig is included only when the caller may
+// get clusters/kubeconfig for this id, and every disclosure is audited. disclosed tells the response to forbid
+// caching.
+func (s *Server) withKubeconfig(ctx context.Context, c *clusters.Cluster) (api.Cluster, bool, error) {
+	out := toAPI(c)
+	if !c.HasKubeconfig() {
+		return out, false, nil
+	}
+	if ok, why := s.kubeconfigVerdict(ctx, c.ID); !ok {
+		out.Kubeconfig = nil
+		out.KubeconfigOmitted = ptr(api.ClusterKubeconfigOmitted(why))
+		return out, false, nil
+	}
+	data, err := s.svc.Kubeconfig(ctx, c)
+	if err != nil {
+		return out, false, err
+	}
+	kc := base64.StdEncoding.EncodeToString(data)
+	out.Kubeconfig = &kc
+	s.audit(ctx, "kubeconfig", c.ID)
+	return out, true, nil
+}
+
+// toAPI converts the domain resource to the wire type; kubeconfig is "" (withKubeconfig fills it in for callers
+// allowed to see it).
+func toAPI(c *clusters.Cluster) api.Cluster {
+	kc := ""
+	return api.Cluster{
+		Id: c.ID, Path: c.Path(), Spec: c.Spec,
+		Status: api.ClusterStatus(c.Status), StatusMessage: c.StatusMessage,
+		Platform: api.ClusterPlatform(c.Platform), ProvisioningType: api.Hypershift,
+		Version: c.Version, OpenshiftVersion: c.OpenShiftVersion,
+		ApiEndpoint: c.APIEndpoint, ConsoleUrl: c.ConsoleURL, Kubeconfig: &kc,
+		Nodes: api.NodeCounts{
+			ControlPlane: api.NodeCount{Ready: c.ControlPlane.Ready, Total: c.ControlPlane.Total},
+			Workers:      api.NodeCount{Ready: c.Workers.Ready, Total: c.Workers.Total},
+		},
+		Namespace: c.Namespace, CreateTime: c.CreateTime, UpdateTime: c.UpdateTime,
+		CurrentOperation: operationAPI(c.Operation),
+	}
+}
+
+func operationAPI(op *operation.Record) *api.Operation {
+	if op == nil {
+		return nil
+	}
+	out := &api.Operation{Kind: api.OperationKind(op.Kind), From: op.From, To: op.To, Phase: api.OperationPhase(op.Phase),
+		Message: op.Message, StartTime: op.StartedAt}
+	if !op.EndedAt.IsZero() {
+		out.EndTime = &op.EndedAt
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// noStore wraps a strict-server response so that one carrying a kubeconfig is sent with Cache-Control: no-store.
+type noStore[R any] struct {
+	resp  R
+	apply bool
+}
+
+func (n noStore[R]) header(w http.ResponseWriter) {
+	if n.apply {
+		w.Header().Set("Cache-Control", "no-store")
+	}
+}
+
+// VisitCreateClusterResponse implements apigen.CreateClusterResponseObject.
+func (n noStore[R]) VisitCreateClusterResponse(w http.ResponseWriter) error {
+	n.header(w)
+	return any(n.resp).(apigen.CreateClusterResponseObject).VisitCreateClusterResponse(w)
+}
+
+// VisitUpdateClusterResponse implements apigen.UpdateClusterResponseObject.
+func (n noStore[R]) VisitUpdateClusterResponse(w http.ResponseWriter) error {
+	n.header(w)
+	return any(n.resp).(apigen.UpdateClusterResponseObject).VisitUpdateClusterResponse(w)
+}
+
+// VisitGetClusterResponse implements apigen.GetClusterResponseObject.
+func (n noStore[R]) VisitGetClusterResponse(w http.ResponseWriter) error {
+	n.header(w)
+	return any(n.resp).(apigen.GetClusterResponseObject).VisitGetClusterResponse(w)
+}

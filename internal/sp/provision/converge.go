@@ -1,0 +1,371 @@
+package provision
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
+)
+
+// Converge drives a live HostedCluster's children toward the spec stored on it: missing Secrets and the NodePool
+// are (re)created with an ownerReference to it, its ManagedCluster and KlusterletAddonConfig exist, its Agent
+// reservations are complete, and objects made before the provider label or ownerReferences existed are adopted.
+// A cluster being deleted is left alone. Secret contents are read (pull secret) or generated (etcd key) only when
+// that Secret has to be recreated.
+func (s *Service) Converge(ctx context.Context, hc *hyperv1.HostedCluster) error {
+	if hc.DeletionTimestamp != nil {
+		return nil
+	}
+	id := meta.InstanceID(hc.Labels)
+	if err := s.adopt(ctx, hc); err != nil {
+		return err
+	}
+	spec, err := clusters.ParseStoredSpec([]byte(hc.Annotations[meta.AnnotationSpec]), s.cfg.Spec)
+	if err != nil {
+		return fmt.Errorf("the spec stored on HostedCluster %s is unusable (%v); not converging it", hc.Name, err)
+	}
+	in, err := s.input(id, spec, hc.Spec.Release.Image, hc.Annotations[meta.AnnotationOpenShiftVersion], hc.Spec.InfraID, hc.Spec.ControllerAvailabilityPolicy)
+	if err != nil {
+		return err
+	}
+	idx := s.hub.Index()
+	if _, ok := idx.Secret(render.PullSecretName(hc.Name)); !ok {
+		if in.PullSecret, err = s.pullSecret(ctx, spec); err != nil {
+			return err
+		}
+	}
+	if _, ok := idx.Secret(render.EtcdKeySecretName(hc.Name)); !ok {
+		if len(hc.Status.Conditions) > 0 {
+			s.log.Warn("the etcd encryption key Secret of a started cluster is missing; creating a new key (data encrypted with the lost one cannot be read)", "id", id, "name", hc.Name)
+		}
+		if in.EtcdEncryptionKey, err = newEtcdKey(); err != nil {
+			return err
+		}
+	}
+	if v, _ := idx.Get(id); s.cfg.ManageACMObjects && v.ManagedCluster == nil {
+		in.HostingClusterName = s.hostingClusterName(ctx)
+	}
+	if err := s.ensureChildren(ctx, hc, spec, render.Render(in), nil); err != nil {
+		if errors.Is(err, errDeleting) {
+			return nil
+		}
+		return err
+	}
+	return s.operate(ctx, hc, spec, in)
+}
+
+// errDeleting: the API server says the HostedCluster is being deleted or gone, though the cache did not yet.
+var errDeleting = errors.New("the HostedCluster is being deleted")
+
+// stillLive confirms on the API server that hc is neither gone nor being deleted (errDeleting). The reconciler
+// works from caches fed by separate watches: a NodePool the operator removed for a deletion can leave the cache
+// before the HostedCluster's deletion reaches it, and would be recreated — and then left behind.
+func (s *Service) stillLive(ctx context.Context, hc *hyperv1.HostedCluster) error {
+	var live hyperv1.HostedCluster
+	if err := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(hc), &live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errDeleting
+		}
+		return err
+	}
+	if live.DeletionTimestamp != nil || live.UID != hc.UID {
+		return errDeleting
+	}
+	return nil
+}
+
+// ensureChildren creates whichever of the rendered children does not exist yet, each owned by hc where it can be,
+// and completes the Agent reservation. ch, when set, records what was created (a create's rollback).
+func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster, spec *clusters.Spec, objs render.Objects, ch *changes) error {
+	id := meta.InstanceID(hc.Labels)
+	// Only the reconciler (ch == nil) remembers what it ensured: it also forgets it when the cluster goes, whereas a
+	// create served by a follower would leave it behind for good.
+	remember := ch == nil
+	taken := ch.lock()
+	idx := s.hub.Index()
+	v, _ := idx.Get(id)
+	// The lock's ownership and the children do not depend on one another: they are written in parallel (a create's
+	// latency is then one round trip for all of them, not one per object).
+	steps := []func() error{func() error { return s.ensureInstanceLock(ctx, hc, taken, remember) }}
+	creates := false
+	for _, sec := range objs.Secrets {
+		if existing, ok := idx.Secret(sec.Name); ok {
+			steps = append(steps, func() error { return s.adoptChild(ctx, hc, &corev1.Secret{}, existing.ObjectMeta) })
+			continue
+		}
+		if sec.Data == nil && sec.StringData == nil {
+			continue // not rendered with content: it existed when Converge looked
+		}
+		steps = append(steps, func() error { return s.createChild(ctx, hc, sec, ch) })
+		creates = true
+	}
+	if np := nodePoolOf(v); np != nil {
+		steps = append(steps, func() error { return s.adoptChild(ctx, hc, &hyperv1.NodePool{}, np.ObjectMeta) })
+	} else {
+		steps = append(steps, func() error { return s.createChild(ctx, hc, objs.NodePool, ch) })
+		creates = true
+	}
+	if objs.ManagedCluster != nil && v.ManagedCluster == nil {
+		steps = append(steps, func() error { return s.createManagedCluster(ctx, id, objs, ch) })
+		creates = true
+	}
+	// Before the reconciler (re)creates anything, the API server confirms the cluster is not being deleted (a
+	// create's own request has just written it).
+	if creates && ch == nil {
+		if err := s.stillLive(ctx, hc); err != nil {
+			return err
+		}
+		// What the reconciler recreates makes HyperShift act in the control plane namespace (and recreate it if it
+		// is gone): it must still be this cluster's alone.
+		if err := s.checkControlPlaneNamespace(ctx, hc.Name, hc); err != nil {
+			return err
+		}
+	}
+	if err := parallel(steps...); err != nil {
+		return err
+	}
+	if spec.Platform == clusters.BareMetal {
+		if err := s.ensureAgents(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
+			return err
+		}
+	}
+	return s.ensureKlusterletAddonConfig(ctx, id, hc, remember)
+}
+
+// nodePoolOf is the cluster's NodePool in the cache (the SP creates one per cluster), deleting or not.
+func nodePoolOf(v clusters.View) *hyperv1.NodePool {
+	if len(v.NodePools) == 0 {
+		return nil
+	}
+	return v.NodePools[0]
+}
+
+// createChild creates one namespaced child owned by hc. AlreadyExists is fine when the object is this instance's
+// (a concurrent convergence won); someone else's object of that name is a conflict.
+func (s *Service) createChild(ctx context.Context, hc *hyperv1.HostedCluster, o client.Object, ch *changes) error {
+	o.SetOwnerReferences(appendOwner(o.GetOwnerReferences(), hc))
+	err := s.hub.Client.Create(ctx, o)
+	switch {
+	case err == nil:
+		ch.add(o)
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		existing := o.DeepCopyObject().(client.Object)
+		if gerr := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(o), existing); gerr != nil {
+			return hub.Failure(gerr, "reading %s %s", kindOf(o), o.GetName())
+		}
+		if other := meta.InstanceID(existing.GetLabels()); other != meta.InstanceID(hc.Labels) {
+			return nameTaken(hc.Name, other, kindOf(o))
+		}
+		return nil
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
+		return hub.Rejected(err, kindOf(o), o.GetName())
+	}
+	return hub.Failure(err, "creating %s %s", kindOf(o), o.GetName())
+}
+
+// createManagedCluster creates the cluster-scoped ManagedCluster (not ownable by a namespaced HostedCluster).
+func (s *Service) createManagedCluster(ctx context.Context, id string, objs render.Objects, ch *changes) error {
+	mc := objs.ManagedCluster
+	err := s.hub.Client.Create(ctx, mc)
+	switch {
+	case err == nil:
+		ch.add(mc)
+		return nil
+	case apimeta.IsNoMatchError(err):
+		return nil // no ACM on this hub
+	case apierrors.IsAlreadyExists(err):
+		existing := mc.DeepCopy()
+		if gerr := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(mc), existing); gerr == nil && meta.InstanceID(existing.Labels) != id {
+			return nameTaken(mc.Name, meta.InstanceID(existing.Labels), "ManagedCluster")
+		}
+		return nil
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
+		return hub.Rejected(err, "ManagedCluster", mc.Name)
+	}
+	return hub.Failure(err, "creating ManagedCluster %s", mc.Name)
+}
+
+// ensureKlusterletAddonConfig creates the cluster's KAC once ACM's namespace for it exists (when ACM objects are
+// managed and the KAC API is served).
+func (s *Service) ensureKlusterletAddonConfig(ctx context.Context, id string, hc *hyperv1.HostedCluster, remember bool) error {
+	if !s.cfg.ManageACMObjects || !s.hub.LastDiscovery().Served[hub.APIKlusterletAddonConfig] {
+		return nil
+	}
+	s.mu.Lock()
+	done := s.kacDone[id]
+	s.mu.Unlock()
+	if done || !s.hub.ClusterNamespaceExists(ctx, hc.Name) {
+		return nil
+	}
+	if v, _ := s.hub.Index().Get(id); v.ManagedCluster == nil {
+		return nil // not our ManagedCluster (yet): nothing to configure
+	}
+	kac := render.KlusterletAddonConfig(s.cfg.Provider, id, hc.Name)
+	if err := s.hub.Client.Create(ctx, kac); err != nil && !apierrors.IsAlreadyExists(err) {
+		if apimeta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("creating KlusterletAddonConfig %s: %w", hc.Name, err)
+	}
+	if remember {
+		s.mu.Lock()
+		s.kacDone[id] = true
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// Forget drops what the service remembers about an instance whose deletion is complete.
+func (s *Service) Forget(id string) {
+	s.mu.Lock()
+	delete(s.kacDone, id)
+	delete(s.lockDone, id)
+	s.mu.Unlock()
+}
+
+// Remembered is how many instances the service holds state for (tests: memory follows the live clusters).
+func (s *Service) Remembered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(len(s.kacDone), len(s.lockDone))
+}
+
+// adopt labels a HostedCluster created before the provider label existed with this SP's provider.
+func (s *Service) adopt(ctx context.Context, hc *hyperv1.HostedCluster) error {
+	if _, ok := hc.Labels[meta.LabelProvider]; ok {
+		return nil
+	}
+	return s.patchMeta(ctx, &hyperv1.HostedCluster{}, hc.ObjectMeta, map[string]any{"labels": map[string]string{meta.LabelProvider: s.cfg.Provider}})
+}
+
+// adoptChild gives an existing child what current versions create it with: the provider label and an
+// ownerReference to its HostedCluster.
+func (s *Service) adoptChild(ctx context.Context, hc *hyperv1.HostedCluster, kind client.Object, m metav1.ObjectMeta) error {
+	if m.DeletionTimestamp != nil || meta.InstanceID(m.Labels) != meta.InstanceID(hc.Labels) {
+		return nil // going away, or another instance's (its own reconcile handles it)
+	}
+	patch := map[string]any{}
+	if _, ok := m.Labels[meta.LabelProvider]; !ok {
+		patch["labels"] = map[string]string{meta.LabelProvider: s.cfg.Provider}
+	}
+	if !ownedBy(m.OwnerReferences, hc) {
+		patch["ownerReferences"] = appendOwner(m.OwnerReferences, hc)
+	}
+	if len(patch) == 0 {
+		return nil
+	}
+	return s.patchMeta(ctx, kind, m, patch)
+}
+
+// patchMeta merge-patches metadata fields, conditional on the resourceVersion the decision was made on.
+func (s *Service) patchMeta(ctx context.Context, kind client.Object, m metav1.ObjectMeta, fields map[string]any) error {
+	fields["resourceVersion"] = m.ResourceVersion
+	body, err := json.Marshal(map[string]any{"metadata": fields})
+	if err != nil {
+		return err
+	}
+	kind.SetNamespace(m.Namespace)
+	kind.SetName(m.Name)
+	if err := s.hub.Client.Patch(ctx, kind, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("%s %s changed meanwhile; retrying: %w", kindOf(kind), m.Name, err)
+		}
+		return fmt.Errorf("adopting %s %s: %w", kindOf(kind), m.Name, err)
+	}
+	return nil
+}
+
+func ownedBy(refs []metav1.OwnerReference, hc *hyperv1.HostedCluster) bool {
+	for _, r := range refs {
+		if r.UID == hc.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// appendOwner adds hc as a (non-controller) owner. blockOwnerDeletion stays unset: setting it would need update on
+// hostedclusters/finalizers (OwnerReferencesPermissionEnforcement), and nothing waits for foreground deletion.
+func appendOwner(refs []metav1.OwnerReference, hc *hyperv1.HostedCluster) []metav1.OwnerReference {
+	if ownedBy(refs, hc) {
+		return refs
+	}
+	return append(append([]metav1.OwnerReference(nil), refs...), metav1.OwnerReference{
+		APIVersion: hyperv1.GroupVersion.String(), Kind: "HostedCluster", Name: hc.Name, UID: hc.UID, Controller: ptr.To(false),
+	})
+}
+
+// SweepOrphans removes what belongs to this provider but to no live cluster, once older than grace (a create in
+// flight on another replica has its objects for a moment before the cache shows its HostedCluster): ManagedClusters
+// (a create that died between the HostedCluster's rollback and the ManagedCluster's), Agent reservations, Secrets
+// made before they were owned by their HostedCluster, and instance locks of creates that died before it. known reports whether an instance has a
+// HostedCluster.
+func (s *Service) SweepOrphans(ctx context.Context, known func(id string) bool, grace time.Duration) {
+	now := s.now()
+	idx := s.hub.Index()
+	for id, mc := range idx.ManagedClusters() {
+		if known(id) || now.Sub(mc.CreationTimestamp.Time) < grace || mc.DeletionTimestamp != nil {
+			continue
+		}
+		if err := s.DeleteACMObjects(ctx, id, mc.Name); err != nil {
+			s.log.Warn("orphan sweep: ManagedCluster", "id", id, "error", err)
+		} else {
+			s.log.Info("orphan sweep: removed the ManagedCluster of an instance without HostedCluster", "id", id, "name", mc.Name)
+		}
+	}
+	for _, id := range idx.UnownedSecretInstances(now.Add(-grace)) {
+		if known(id) {
+			continue
+		}
+		for _, name := range idx.SecretsOf(id) {
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.hub.Namespace(), Name: name}}
+			if err := s.hub.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+				s.log.Warn("orphan sweep: Secret", "id", id, "name", name, "error", err)
+			}
+		}
+		s.log.Info("orphan sweep: removed unowned Secrets of an instance without HostedCluster", "id", id)
+	}
+	s.sweepAgents(ctx, known, now, grace)
+	s.sweepLocks(ctx, known, now, grace)
+	s.sweepTombstones(ctx, now)
+}
+
+// parallel runs the steps concurrently and returns the error of the first step (in argument order) that failed.
+func parallel(steps ...func() error) error {
+	if len(steps) == 1 {
+		return steps[0]()
+	}
+	errs := make([]error, len(steps))
+	var wg sync.WaitGroup
+	for i, step := range steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = step()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
