@@ -1,3 +1,3 @@
 package config
 
-//go:generate go run ../../hack/configdoc ../../docs/configuration.md
+//go:generate go run ../../../hack/configdoc ../../../docs/configuration.md
