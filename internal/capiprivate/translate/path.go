@@ -92,7 +92,16 @@ func (t *Translator) RequestPath(path string) (Path, error) {
 	if body == "" {
 		return p, nil
 	}
-	rebuild := func() {
+	var rewritten bool
+	switch segs[0] {
+	case "api":
+		p.corePath(segs)
+	case "apis":
+		rewritten = t.groupPath(&p, segs)
+	case "openapi":
+		rewritten = t.openAPIPath(&p, segs)
+	}
+	if rewritten {
 		up := "/" + strings.Join(segs, "/")
 		if trailing {
 			up += "/"
@@ -100,80 +109,87 @@ func (t *Translator) RequestPath(path string) (Path, error) {
 		p.Changed = up != path
 		p.Upstream = up
 	}
-	switch segs[0] {
-	case "api":
-		switch len(segs) {
-		case 1:
-			p.Kind = PathDiscoveryRoot
-		case 2:
-			p.Kind, p.Version = PathDiscoveryVersion, segs[1]
-		default:
-			p.Version = segs[1]
-			p.parseResource(segs, 2)
+	return p, nil
+}
+
+// corePath reads /api/... (the core group is never renamed).
+func (p *Path) corePath(segs []string) {
+	switch len(segs) {
+	case 1:
+		p.Kind = PathDiscoveryRoot
+	case 2:
+		p.Kind, p.Version = PathDiscoveryVersion, segs[1]
+	default:
+		p.Version = segs[1]
+		p.parseResource(segs, 2)
+	}
+}
+
+// groupPath reads /apis/... and renames the group (and a CRD's name) in segs; it reports whether segs is the
+// upstream path now.
+func (t *Translator) groupPath(p *Path, segs []string) bool {
+	if len(segs) == 1 {
+		p.Kind = PathDiscoveryRoot
+		return false
+	}
+	p.Group = segs[1]
+	nameIdx := -1
+	switch len(segs) {
+	case 2:
+		p.Kind = PathDiscoveryGroup
+	case 3:
+		p.Kind, p.Version = PathDiscoveryVersion, segs[2]
+	default:
+		p.Version = segs[2]
+		nameIdx = p.parseResource(segs, 3)
+	}
+	if t.hiddenGroup(p.Group) {
+		p.Hidden = true
+		return false
+	}
+	if priv, ok := t.m.ToPrivate(p.Group); ok {
+		p.Mapped = true
+		segs[1] = priv
+	}
+	if p.Context().CRD && nameIdx >= 0 {
+		name, hidden := t.requestCRDName(p.Name)
+		if hidden {
+			p.Hidden = true
+			return false
 		}
-		return p, nil
-	case "apis":
-		if len(segs) == 1 {
-			p.Kind = PathDiscoveryRoot
-			return p, nil
-		}
-		p.Group = segs[1]
-		nameIdx := -1
-		switch len(segs) {
-		case 2:
-			p.Kind = PathDiscoveryGroup
-		case 3:
-			p.Kind, p.Version = PathDiscoveryVersion, segs[2]
-		default:
-			p.Version = segs[2]
-			nameIdx = p.parseResource(segs, 3)
-		}
+		segs[nameIdx] = name
+	}
+	return true
+}
+
+// openAPIPath reads /openapi/v2 and /openapi/v3[/api/<version>|/apis/<group>/<version>] and renames a group
+// document's group in segs; it reports whether segs is the upstream path now.
+func (t *Translator) openAPIPath(p *Path, segs []string) bool {
+	if len(segs) == 2 && segs[1] == "v2" {
+		p.Kind = PathOpenAPIV2
+		return false
+	}
+	if len(segs) < 2 || segs[1] != "v3" {
+		return false
+	}
+	switch {
+	case len(segs) == 2:
+		p.Kind = PathOpenAPIIndex
+	case len(segs) == 4 && segs[2] == "api":
+		p.Kind, p.Version = PathOpenAPIDocument, segs[3]
+	case len(segs) == 5 && segs[2] == "apis":
+		p.Kind, p.Group, p.Version = PathOpenAPIDocument, segs[3], segs[4]
 		if t.hiddenGroup(p.Group) {
 			p.Hidden = true
-			return p, nil
+			return false
 		}
 		if priv, ok := t.m.ToPrivate(p.Group); ok {
 			p.Mapped = true
-			segs[1] = priv
+			segs[3] = priv
+			return true
 		}
-		if p.Context().CRD && nameIdx >= 0 {
-			name, hidden := t.requestCRDName(p.Name)
-			if hidden {
-				p.Hidden = true
-				return p, nil
-			}
-			segs[nameIdx] = name
-		}
-		rebuild()
-		return p, nil
-	case "openapi":
-		if len(segs) == 2 && segs[1] == "v2" {
-			p.Kind = PathOpenAPIV2
-			return p, nil
-		}
-		if len(segs) < 2 || segs[1] != "v3" {
-			return p, nil
-		}
-		switch {
-		case len(segs) == 2:
-			p.Kind = PathOpenAPIIndex
-		case len(segs) == 4 && segs[2] == "api":
-			p.Kind, p.Version = PathOpenAPIDocument, segs[3]
-		case len(segs) == 5 && segs[2] == "apis":
-			p.Kind, p.Group, p.Version = PathOpenAPIDocument, segs[3], segs[4]
-			if t.hiddenGroup(p.Group) {
-				p.Hidden = true
-				return p, nil
-			}
-			if priv, ok := t.m.ToPrivate(p.Group); ok {
-				p.Mapped = true
-				segs[3] = priv
-				rebuild()
-			}
-		}
-		return p, nil
 	}
-	return p, nil
+	return false
 }
 
 // hiddenGroup: private and escape groups are not part of the view.
