@@ -2,7 +2,6 @@ package translate
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 )
 
@@ -16,172 +15,6 @@ var (
 // MaxObjectSize caps one unit (an object, a list item, a watch frame) at 8 MiB: memory stays bounded by the largest
 // object, whatever the size of a list.
 const MaxObjectSize = 8 << 20
-
-// source is a buffered reader with a byte-level JSON framer: brace/bracket depth plus string and escape state,
-// with no assumption about key order or whitespace.
-type source struct {
-	r    io.Reader
-	buf  []byte
-	pos  int
-	end  int
-	err  error // sticky read error (io.EOF at the end)
-	read int64 // bytes consumed, for error offsets
-}
-
-func newSource(r io.Reader) *source { return &source{r: r, buf: make([]byte, 32<<10)} }
-
-// fill reads more input; it reports false at the end of input or on error.
-func (s *source) fill() bool {
-	if s.err != nil {
-		return false
-	}
-	if s.pos == s.end {
-		s.pos, s.end = 0, 0
-	}
-	if s.end == len(s.buf) { // compact
-		n := copy(s.buf, s.buf[s.pos:s.end])
-		s.pos, s.end = 0, n
-	}
-	for {
-		n, err := s.r.Read(s.buf[s.end:])
-		s.end += n
-		if err != nil {
-			s.err = err
-		}
-		if n > 0 || err != nil {
-			return n > 0
-		}
-	}
-}
-
-// peek skips whitespace and returns the next byte without consuming it.
-func (s *source) peek() (byte, error) {
-	for {
-		for s.pos < s.end {
-			if c := s.buf[s.pos]; !isSpace(c) {
-				return c, nil
-			}
-			s.pos++
-			s.read++
-		}
-		if !s.fill() {
-			return 0, s.readErr()
-		}
-	}
-}
-
-func (s *source) readErr() error {
-	if s.err == nil || s.err == io.EOF {
-		return io.EOF
-	}
-	return s.err
-}
-
-func (s *source) consume() { s.pos++; s.read++ }
-
-// expect consumes the next non-space byte, which must be c.
-func (s *source) expect(c byte) error {
-	got, err := s.peek()
-	if err != nil {
-		return s.unexpectedEnd(err)
-	}
-	if got != c {
-		return errSyntax(fmt.Sprintf("expected %q, found %q", c, got), int(s.read))
-	}
-	s.consume()
-	return nil
-}
-
-func (s *source) unexpectedEnd(err error) error {
-	if err == io.EOF {
-		return errSyntax("unexpected end of input", int(s.read))
-	}
-	return err
-}
-
-// readValue appends the next JSON value (after whitespace) to dst. It frames only — a value's syntax is checked
-// when it is translated — and fails with ReasonTooLarge when the value would exceed max bytes.
-func (s *source) readValue(dst []byte, max int) (_ []byte, err error) {
-	first, err := s.peek()
-	if err != nil {
-		return dst, s.unexpectedEnd(err)
-	}
-	switch first {
-	case ',', ':', ']', '}':
-		return dst, errSyntax(fmt.Sprintf("expected a value, found %q", first), int(s.read))
-	}
-	start := len(dst)
-	depth, inString, escaped := 0, false, false
-	scalar := first != '{' && first != '[' && first != '"'
-	if scalar {
-		defer func() {
-			// Scalars are short: check them here, so a framed value is never empty or malformed at the top.
-			if err == nil && !validJSON(dst[start:]) {
-				err = errSyntax("invalid JSON scalar", int(s.read))
-			}
-		}()
-	}
-	for {
-		chunk := s.buf[s.pos:s.end]
-		i, done := 0, false
-		for ; i < len(chunk); i++ {
-			c := chunk[i]
-			if inString {
-				switch {
-				case escaped:
-					escaped = false
-				case c == '\\':
-					escaped = true
-				case c == '"':
-					inString = false
-					if depth == 0 {
-						i, done = i+1, true
-					}
-				}
-				if done {
-					break
-				}
-				continue
-			}
-			if scalar {
-				if c == ',' || c == '}' || c == ']' || isSpace(c) {
-					done = true
-					break
-				}
-				continue
-			}
-			switch c {
-			case '"':
-				inString = true
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					i, done = i+1, true
-				}
-			}
-			if done {
-				break
-			}
-		}
-		if len(dst)-start+i > max {
-			return dst, &Error{Reason: ReasonTooLarge, Offset: int(s.read), Err: fmt.Errorf("a JSON value exceeds %d bytes", max)}
-		}
-		dst = append(dst, chunk[:i]...)
-		s.pos += i
-		s.read += int64(i)
-		if done {
-			return dst, nil
-		}
-		if !s.fill() {
-			if scalar && s.readErr() == io.EOF {
-				return dst, nil // a scalar may end the input
-			}
-			return dst, s.unexpectedEnd(s.readErr())
-		}
-	}
-}
 
 // StreamStats counts what ResponseStream did.
 type StreamStats struct {
@@ -254,73 +87,16 @@ func (st *streamer) run() error {
 	s.consume()
 	st.env = append(st.env[:0], '{')
 	for first := true; ; first = false {
-		c, err := s.peek()
+		key, end, err := st.memberName(first)
 		if err != nil {
-			return s.unexpectedEnd(err)
+			return err
 		}
-		if c == '}' {
-			s.consume()
+		if end {
 			break
 		}
-		if !first {
-			if c != ',' {
-				return errSyntax("expected ',' or '}'", int(s.read))
-			}
-			s.consume()
-		}
-		if c, err = s.peek(); err != nil {
-			return s.unexpectedEnd(err)
-		}
-		if c != '"' {
-			return errSyntax("expected member name", int(s.read))
-		}
-		if st.keyBuf, err = s.readValue(st.keyBuf[:0], st.max); err != nil {
+		if err := st.member(key); err != nil {
 			return err
 		}
-		if err := s.expect(':'); err != nil {
-			return err
-		}
-		if c, err = s.peek(); err != nil {
-			return s.unexpectedEnd(err)
-		}
-		key := string(st.keyBuf)
-		if c == '[' && (key == `"items"` || key == `"rows"` && st.isTable) {
-			elem := sTop
-			if key == `"rows"` {
-				elem = sRow
-			}
-			if !st.opened {
-				st.write(sepOpen)
-				st.opened = true
-			}
-			if err := st.flushEnvelope(); err != nil {
-				return err
-			}
-			if st.wrote {
-				st.write(sepComma)
-			}
-			st.write(st.keyBuf)
-			st.write(sepColon)
-			if err := st.array(elem); err != nil {
-				return err
-			}
-			st.wrote = true
-			continue
-		}
-		// An envelope member: buffer it (bounded) and translate it with its siblings.
-		if st.envN > 0 {
-			st.env = append(st.env, ',')
-		}
-		st.env = append(st.env, st.keyBuf...)
-		st.env = append(st.env, ':')
-		vs := len(st.env)
-		if st.env, err = s.readValue(st.env, st.max-len(st.env)); err != nil {
-			return err
-		}
-		if key == `"kind"` && string(st.env[vs:]) == `"Table"` {
-			st.isTable = true
-		}
-		st.envN++
 	}
 	if !st.opened {
 		// No array: the body is one object, translated as a unit (bounded like any unit).
@@ -334,6 +110,90 @@ func (st *streamer) run() error {
 	}
 	st.write(sepClose)
 	return st.trailer()
+}
+
+// memberName reads the separator and the name of the next top-level member (end: the object closed instead).
+func (st *streamer) memberName(first bool) (key string, end bool, err error) {
+	s := st.src
+	c, err := s.peek()
+	if err != nil {
+		return "", false, s.unexpectedEnd(err)
+	}
+	if c == '}' {
+		s.consume()
+		return "", true, nil
+	}
+	if !first {
+		if c != ',' {
+			return "", false, errSyntax("expected ',' or '}'", int(s.read))
+		}
+		s.consume()
+	}
+	if c, err = s.peek(); err != nil {
+		return "", false, s.unexpectedEnd(err)
+	}
+	if c != '"' {
+		return "", false, errSyntax("expected member name", int(s.read))
+	}
+	if st.keyBuf, err = s.readValue(st.keyBuf[:0], st.max); err != nil {
+		return "", false, err
+	}
+	if err := s.expect(':'); err != nil {
+		return "", false, err
+	}
+	return string(st.keyBuf), false, nil
+}
+
+// member streams items[] (and a Table's rows[]) element by element; any other member is buffered (bounded) into
+// the envelope, to be translated with its siblings.
+func (st *streamer) member(key string) error {
+	s := st.src
+	c, err := s.peek()
+	if err != nil {
+		return s.unexpectedEnd(err)
+	}
+	if c == '[' && (key == `"items"` || key == `"rows"` && st.isTable) {
+		elem := sTop
+		if key == `"rows"` {
+			elem = sRow
+		}
+		return st.streamArray(elem)
+	}
+	if st.envN > 0 {
+		st.env = append(st.env, ',')
+	}
+	st.env = append(st.env, st.keyBuf...)
+	st.env = append(st.env, ':')
+	vs := len(st.env)
+	if st.env, err = s.readValue(st.env, st.max-len(st.env)); err != nil {
+		return err
+	}
+	if key == `"kind"` && string(st.env[vs:]) == `"Table"` {
+		st.isTable = true
+	}
+	st.envN++
+	return nil
+}
+
+// streamArray writes the envelope so far, then the array member named by keyBuf, element by element.
+func (st *streamer) streamArray(elem state) error {
+	if !st.opened {
+		st.write(sepOpen)
+		st.opened = true
+	}
+	if err := st.flushEnvelope(); err != nil {
+		return err
+	}
+	if st.wrote {
+		st.write(sepComma)
+	}
+	st.write(st.keyBuf)
+	st.write(sepColon)
+	if err := st.array(elem); err != nil {
+		return err
+	}
+	st.wrote = true
+	return nil
 }
 
 // trailer copies trailing whitespace and rejects anything else.
