@@ -84,31 +84,10 @@ func CheckListen(addr string, auth AuthMode, tlsConfigured bool) error {
 // Run serves the proxy and its metrics until ctx ends, then shuts down gracefully: watches are ended (clients
 // re-watch), other requests get up to ShutdownTimeout to finish.
 func Run(ctx context.Context, opts RunOptions) error {
-	if opts.Listen == "" {
-		opts.Listen = DefaultListen
-	}
-	if opts.MetricsListen == "" {
-		opts.MetricsListen = DefaultMetricsListen
-	}
-	if opts.ShutdownTimeout == 0 {
-		opts.ShutdownTimeout = 15 * time.Second
-	}
-	if (opts.TLSCertFile == "") != (opts.TLSKeyFile == "") {
-		return errors.New("--tls-cert-file and --tls-private-key-file go together")
-	}
-	tlsOn := opts.TLSCertFile != ""
-	auth := opts.Auth
-	if auth == "" {
-		auth = AuthPassthrough
-	}
-	listenAddr := opts.Listen
-	if opts.Listener != nil {
-		listenAddr = opts.Listener.Addr().String()
-	}
-	if err := CheckListen(listenAddr, auth, tlsOn); err != nil {
+	tlsOn, err := opts.complete()
+	if err != nil {
 		return err
 	}
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.Registerer = reg // served on /metrics
@@ -121,39 +100,15 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer cancel()
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	if tlsOn {
-		cw, err := certwatcher.New(opts.TLSCertFile, opts.TLSKeyFile)
-		if err != nil {
-			return fmt.Errorf("loading the serving certificate: %w", err)
-		}
-		go func() { _ = cw.Start(ctx) }()
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.NoClientCert,
-			GetCertificate: cw.GetCertificate, NextProtos: []string{"h2", "http/1.1"}}
-	}
-
-	l, ml := opts.Listener, opts.MetricsListener
-	if l == nil {
-		if l, err = net.Listen("tcp", opts.Listen); err != nil {
+		if srv.TLSConfig, err = servingTLS(ctx, opts.TLSCertFile, opts.TLSKeyFile); err != nil {
 			return err
 		}
 	}
-	if ml == nil {
-		if ml, err = net.Listen("tcp", opts.MetricsListen); err != nil {
-			_ = l.Close()
-			return err
-		}
+	l, ml, err := opts.listeners()
+	if err != nil {
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := p.Ready(r.Context()); err != nil {
-			http.Error(w, "kube-apiserver unreachable: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-
+	msrv := &http.Server{Handler: metricsMux(reg, p), ReadHeaderTimeout: 10 * time.Second}
 	var asrv *http.Server
 	var al net.Listener
 	if a := opts.Admission; a != nil {
@@ -198,6 +153,76 @@ func Run(ctx context.Context, opts RunOptions) error {
 		return runErr
 	}
 	return err
+}
+
+// complete fills in the defaults and refuses a combination that would serve unsafely; it reports whether the proxy
+// serves TLS.
+func (opts *RunOptions) complete() (tlsOn bool, err error) {
+	if opts.Listen == "" {
+		opts.Listen = DefaultListen
+	}
+	if opts.MetricsListen == "" {
+		opts.MetricsListen = DefaultMetricsListen
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = 15 * time.Second
+	}
+	if (opts.TLSCertFile == "") != (opts.TLSKeyFile == "") {
+		return false, errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	tlsOn = opts.TLSCertFile != ""
+	auth := opts.Auth
+	if auth == "" {
+		auth = AuthPassthrough
+	}
+	listenAddr := opts.Listen
+	if opts.Listener != nil {
+		listenAddr = opts.Listener.Addr().String()
+	}
+	return tlsOn, CheckListen(listenAddr, auth, tlsOn)
+}
+
+// servingTLS serves the certificate files, reloaded when they change, until ctx ends.
+func servingTLS(ctx context.Context, certFile, keyFile string) (*tls.Config, error) {
+	cw, err := certwatcher.New(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading the serving certificate: %w", err)
+	}
+	go func() { _ = cw.Start(ctx) }()
+	return &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.NoClientCert,
+		GetCertificate: cw.GetCertificate, NextProtos: []string{"h2", "http/1.1"}}, nil
+}
+
+// listeners are the proxy's and the metrics' listeners: the ones given, else opened on their addresses.
+func (opts *RunOptions) listeners() (l, ml net.Listener, err error) {
+	l, ml = opts.Listener, opts.MetricsListener
+	if l == nil {
+		if l, err = net.Listen("tcp", opts.Listen); err != nil {
+			return nil, nil, err
+		}
+	}
+	if ml == nil {
+		if ml, err = net.Listen("tcp", opts.MetricsListen); err != nil {
+			_ = l.Close()
+			return nil, nil, err
+		}
+	}
+	return l, ml, nil
+}
+
+// metricsMux serves /metrics, /healthz and /readyz (kube-apiserver reachable through the proxy's transport).
+func metricsMux(reg *prometheus.Registry, p *Proxy) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := p.Ready(r.Context()); err != nil {
+			http.Error(w, "kube-apiserver unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return mux
 }
 
 // admissionServer builds the webhook side's HTTPS server and listener.
