@@ -118,6 +118,11 @@ func (f *clientConfigFlags) clientConfig() (apiextensionsv1.WebhookClientConfig,
 
 func newCRDsCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "crds", Short: "The private CustomResourceDefinitions"}
+	cmd.AddCommand(newCRDsGenerateCommand(), newCRDsInstallCommand())
+	return cmd
+}
+
+func newCRDsGenerateCommand() *cobra.Command {
 	var gen clientConfigFlags
 	var outDir string
 	generate := &cobra.Command{
@@ -137,29 +142,41 @@ func newCRDsCommand() *cobra.Command {
 				_, err = cmd.OutOrStdout().Write(out)
 				return err
 			}
-			all, err := crds.Private(cc)
+			n, err := writeCRDs(cc, outDir)
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(outDir, 0o755); err != nil {
-				return err
-			}
-			for _, crd := range all {
-				body, err := yaml.Marshal(crd.Object)
-				if err != nil {
-					return err
-				}
-				if err := os.WriteFile(filepath.Join(outDir, crds.FileName(crd.GetName())), body, 0o644); err != nil {
-					return err
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d CRDs to %s\n", len(all), outDir)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d CRDs to %s\n", n, outDir)
 			return nil
 		},
 	}
 	gen.register(generate)
 	generate.Flags().StringVar(&outDir, "output-dir", "", "write one file per CRD into this directory instead of one YAML stream to stdout")
+	return generate
+}
 
+// writeCRDs writes one YAML file per private CRD into dir and returns how many it wrote.
+func writeCRDs(cc apiextensionsv1.WebhookClientConfig, dir string) (int, error) {
+	all, err := crds.Private(cc)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	for _, crd := range all {
+		body, err := yaml.Marshal(crd.Object)
+		if err != nil {
+			return 0, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, crds.FileName(crd.GetName())), body, 0o644); err != nil {
+			return 0, err
+		}
+	}
+	return len(all), nil
+}
+
+func newCRDsInstallCommand() *cobra.Command {
 	var inst clientConfigFlags
 	var kubeconfig, probeNamespace string
 	var timeout time.Duration
@@ -199,8 +216,7 @@ func newCRDsCommand() *cobra.Command {
 	install.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	install.Flags().StringVar(&probeNamespace, "probe-namespace", "default", "existing namespace of the dry-run probe Machine")
 	install.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for Established and for the probe")
-	cmd.AddCommand(generate, install)
-	return cmd
+	return install
 }
 
 func newWebhookCommand() *cobra.Command {
@@ -230,13 +246,18 @@ func newWebhookCommand() *cobra.Command {
 	return cmd
 }
 
+// proxyFlags are the proxy command's flags.
+type proxyFlags struct {
+	opts                proxy.RunOptions
+	kubeconfig, auth    string
+	adm                 proxy.AdmissionRunOptions
+	admUpstream         string
+	listenFD, metricsFD int
+	selfSignedDir       string
+}
+
 func newProxyCommand() *cobra.Command {
-	var opts proxy.RunOptions
-	var kubeconfig, auth string
-	var adm proxy.AdmissionRunOptions
-	var admUpstream string
-	var listenFD, metricsFD int
-	var selfSignedDir string
+	var p proxyFlags
 	cmd := &cobra.Command{
 		Use:   "proxy",
 		Short: "Loopback sidecar in front of kube-apiserver that renames API groups (standard for clients, private in storage)",
@@ -246,78 +267,81 @@ func newProxyCommand() *cobra.Command {
 			"--auth own-identity (loopback only) uses the upstream kubeconfig's credentials. With --webhook-upstream, " +
 			"it also serves CAPI's admission webhooks for the private groups over HTTPS on --webhook-listen.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Auth = proxy.AuthMode(auth)
-			if opts.Auth != proxy.AuthPassthrough && opts.Auth != proxy.AuthOwnIdentity {
-				return fmt.Errorf("--auth %q: passthrough or own-identity", auth)
-			}
-			var err error
-			if opts.Listener, err = inheritedListener(listenFD); err != nil {
-				return err
-			}
-			if opts.MetricsListener, err = inheritedListener(metricsFD); err != nil {
-				return err
-			}
-			addr := opts.Listen
-			if opts.Listener != nil {
-				addr = opts.Listener.Addr().String()
-			}
-			if selfSignedDir != "" {
-				if opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
-					return errors.New("--tls-self-signed-dir replaces --tls-cert-file/--tls-private-key-file: give one or the other")
-				}
-				if err := proxy.CheckListen(addr, proxy.AuthOwnIdentity, false); err != nil {
-					return errors.New("--tls-self-signed-dir is for a loopback listen address only")
-				}
-				if _, opts.TLSCertFile, opts.TLSKeyFile, err = proxy.SelfSignedLoopback(selfSignedDir); err != nil {
-					return err
-				}
-			}
-			if err := proxy.CheckListen(addr, opts.Auth, opts.TLSCertFile != "" && opts.TLSKeyFile != ""); err != nil {
-				return err
-			}
-			if admUpstream != "" {
-				u, err := url.Parse(admUpstream)
-				if err != nil || u.Scheme != "https" || u.Host == "" {
-					return fmt.Errorf("--webhook-upstream %q: an https URL", admUpstream)
-				}
-				adm.Upstream = u
-				opts.Admission = &adm
-			}
-			cfg, err := restConfig(kubeconfig)
-			if err != nil {
-				return err
-			}
-			opts.Upstream = cfg
-			opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			opts.Ready = func(p, m, a net.Addr) {
-				msg := fmt.Sprintf("capi-private proxy serving on %s (auth %s), metrics on %s", p, opts.Auth, m)
-				if a != nil {
-					msg += fmt.Sprintf(", admission on %s", a)
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), msg)
-			}
-			return proxy.Run(cmd.Context(), opts)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return p.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Listen, "listen", proxy.DefaultListen, "address of the proxy (plain HTTP unless --tls-cert-file; a non-loopback address needs TLS)")
-	f.StringVar(&opts.MetricsListen, "metrics-listen", proxy.DefaultMetricsListen, "HTTP address of /metrics, /healthz and /readyz")
-	f.StringVar(&kubeconfig, "upstream-kubeconfig", "", "kubeconfig of kube-apiserver (default: $KUBECONFIG, ~/.kube/config, then in-cluster); its credentials are used only with --auth own-identity")
-	f.StringVar(&auth, "auth", string(proxy.AuthPassthrough), "passthrough (forward each caller's bearer token) or own-identity (loopback only: the upstream kubeconfig's credentials)")
-	f.StringVar(&opts.TLSCertFile, "tls-cert-file", "", "serving certificate (PEM) of the proxy, reloaded when it changes")
-	f.StringVar(&opts.TLSKeyFile, "tls-private-key-file", "", "serving key (PEM) of the proxy, reloaded when it changes")
-	f.StringVar(&selfSignedDir, "tls-self-signed-dir", "", "serve HTTPS on loopback with a throw-away CA written to DIR/ca.crt (for sidecar kubeconfigs: client-go sends no token to an http:// server)")
-	f.IntVar(&listenFD, "listen-fd", -1, "serve the proxy on this inherited listening socket instead of --listen (socket activation: the socket outlives restarts)")
-	f.IntVar(&metricsFD, "metrics-listen-fd", -1, "serve metrics on this inherited listening socket instead of --metrics-listen")
-	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long open requests may finish at shutdown (watches end at once)")
-	f.StringVar(&admUpstream, "webhook-upstream", "", "https URL of CAPI's webhook server: serve the admission side for the private groups")
-	f.StringVar(&adm.UpstreamCAFile, "webhook-upstream-ca-file", "", "CA (PEM) of CAPI's webhook server certificate")
-	f.StringVar(&adm.Listen, "webhook-listen", podListen(os.Getenv(PodIPEnv), 9444), "HTTPS address of the admission side (default: $"+PodIPEnv+":9444, else loopback)")
-	f.StringSliceVar(&adm.Paths, "webhook-paths", proxy.DefaultAdmissionPaths, "webhook paths the admission side forwards to --webhook-upstream (others are 404)")
-	f.StringVar(&adm.CertFile, "webhook-tls-cert-file", "", "serving certificate (PEM) of the admission side")
-	f.StringVar(&adm.KeyFile, "webhook-tls-private-key-file", "", "serving key (PEM) of the admission side")
+	f.StringVar(&p.opts.Listen, "listen", proxy.DefaultListen, "address of the proxy (plain HTTP unless --tls-cert-file; a non-loopback address needs TLS)")
+	f.StringVar(&p.opts.MetricsListen, "metrics-listen", proxy.DefaultMetricsListen, "HTTP address of /metrics, /healthz and /readyz")
+	f.StringVar(&p.kubeconfig, "upstream-kubeconfig", "", "kubeconfig of kube-apiserver (default: $KUBECONFIG, ~/.kube/config, then in-cluster); its credentials are used only with --auth own-identity")
+	f.StringVar(&p.auth, "auth", string(proxy.AuthPassthrough), "passthrough (forward each caller's bearer token) or own-identity (loopback only: the upstream kubeconfig's credentials)")
+	f.StringVar(&p.opts.TLSCertFile, "tls-cert-file", "", "serving certificate (PEM) of the proxy, reloaded when it changes")
+	f.StringVar(&p.opts.TLSKeyFile, "tls-private-key-file", "", "serving key (PEM) of the proxy, reloaded when it changes")
+	f.StringVar(&p.selfSignedDir, "tls-self-signed-dir", "", "serve HTTPS on loopback with a throw-away CA written to DIR/ca.crt (for sidecar kubeconfigs: client-go sends no token to an http:// server)")
+	f.IntVar(&p.listenFD, "listen-fd", -1, "serve the proxy on this inherited listening socket instead of --listen (socket activation: the socket outlives restarts)")
+	f.IntVar(&p.metricsFD, "metrics-listen-fd", -1, "serve metrics on this inherited listening socket instead of --metrics-listen")
+	f.DurationVar(&p.opts.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long open requests may finish at shutdown (watches end at once)")
+	f.StringVar(&p.admUpstream, "webhook-upstream", "", "https URL of CAPI's webhook server: serve the admission side for the private groups")
+	f.StringVar(&p.adm.UpstreamCAFile, "webhook-upstream-ca-file", "", "CA (PEM) of CAPI's webhook server certificate")
+	f.StringVar(&p.adm.Listen, "webhook-listen", podListen(os.Getenv(PodIPEnv), 9444), "HTTPS address of the admission side (default: $"+PodIPEnv+":9444, else loopback)")
+	f.StringSliceVar(&p.adm.Paths, "webhook-paths", proxy.DefaultAdmissionPaths, "webhook paths the admission side forwards to --webhook-upstream (others are 404)")
+	f.StringVar(&p.adm.CertFile, "webhook-tls-cert-file", "", "serving certificate (PEM) of the admission side")
+	f.StringVar(&p.adm.KeyFile, "webhook-tls-private-key-file", "", "serving key (PEM) of the admission side")
 	return cmd
+}
+
+// run checks the flags, resolves the listeners and the TLS material, and runs the proxy.
+func (p *proxyFlags) run(cmd *cobra.Command) error {
+	p.opts.Auth = proxy.AuthMode(p.auth)
+	if p.opts.Auth != proxy.AuthPassthrough && p.opts.Auth != proxy.AuthOwnIdentity {
+		return fmt.Errorf("--auth %q: passthrough or own-identity", p.auth)
+	}
+	var err error
+	if p.opts.Listener, err = inheritedListener(p.listenFD); err != nil {
+		return err
+	}
+	if p.opts.MetricsListener, err = inheritedListener(p.metricsFD); err != nil {
+		return err
+	}
+	addr := p.opts.Listen
+	if p.opts.Listener != nil {
+		addr = p.opts.Listener.Addr().String()
+	}
+	if p.selfSignedDir != "" {
+		if p.opts.TLSCertFile != "" || p.opts.TLSKeyFile != "" {
+			return errors.New("--tls-self-signed-dir replaces --tls-cert-file/--tls-private-key-file: give one or the other")
+		}
+		if err := proxy.CheckListen(addr, proxy.AuthOwnIdentity, false); err != nil {
+			return errors.New("--tls-self-signed-dir is for a loopback listen address only")
+		}
+		if _, p.opts.TLSCertFile, p.opts.TLSKeyFile, err = proxy.SelfSignedLoopback(p.selfSignedDir); err != nil {
+			return err
+		}
+	}
+	if err := proxy.CheckListen(addr, p.opts.Auth, p.opts.TLSCertFile != "" && p.opts.TLSKeyFile != ""); err != nil {
+		return err
+	}
+	if p.admUpstream != "" {
+		u, err := url.Parse(p.admUpstream)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("--webhook-upstream %q: an https URL", p.admUpstream)
+		}
+		p.adm.Upstream = u
+		p.opts.Admission = &p.adm
+	}
+	cfg, err := restConfig(p.kubeconfig)
+	if err != nil {
+		return err
+	}
+	p.opts.Upstream = cfg
+	p.opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	p.opts.Ready = func(served, m, a net.Addr) {
+		msg := fmt.Sprintf("capi-private proxy serving on %s (auth %s), metrics on %s", served, p.opts.Auth, m)
+		if a != nil {
+			msg += fmt.Sprintf(", admission on %s", a)
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), msg)
+	}
+	return proxy.Run(cmd.Context(), p.opts)
 }
 
 // inheritedListener is the listening socket at file descriptor fd (none for fd < 0).

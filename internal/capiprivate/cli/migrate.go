@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,95 +23,106 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/scope"
 )
 
+// migrateFlags are the migrate command's flags.
+type migrateFlags struct {
+	o                          controller.RunOptions
+	kubeconfig, componentLabel string
+	reroutes, deployments      []string
+}
+
 func newMigrateCommand() *cobra.Command {
-	var o controller.RunOptions
-	var kubeconfig, componentLabel string
-	var reroutes []string
-	deployments := slices.Clone(controller.DefaultDeployments)
-	o.Config = plan.DefaultConfig()
+	m := migrateFlags{deployments: slices.Clone(controller.DefaultDeployments)}
+	m.o.Config = plan.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Classify HostedClusters and migrate legacy ones to the private groups, one at a time (leader-elected)",
 		Long: "Runs the scope classifier and the migrator (docs/capi-private-migration.md). It talks to kube-apiserver " +
 			"directly, never through the proxy. `migrate status` prints each HostedCluster's migration state.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.LeaderElection && o.LeaderElectionNamespace == "" {
-				return errors.New("--leader-election-namespace is required with --leader-elect")
-			}
-			if len(deployments) == 0 {
-				return errors.New("--deployments must name at least one Deployment")
-			}
-			selection := inject.DefaultConfig("")
-			selection.ComponentLabel = componentLabel
-			if err := applyReroutes(&selection, reroutes); err != nil {
-				return err
-			}
-			cfg, err := restConfig(kubeconfig)
-			if err != nil {
-				return err
-			}
-			log := logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			ctrl.SetLogger(log)
-			o.Log = log.WithName("migrate")
-			c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
-			if err != nil {
-				return err
-			}
-			o.Switcher = controller.RolloutSwitcher{Client: c, Names: deployments, Selection: &selection}
-			o.Client = c
-			r, err := controller.Start(cmd.Context(), cfg, o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "capi-private migrate running (leader election %v, metrics on %s)\n", o.LeaderElection, o.MetricsAddr)
-			<-r.Done()
-			if cmd.Context().Err() != nil {
-				return nil
-			}
-			return r.Err()
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return m.run(cmd) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
-	f.StringVar(&o.Namespace, "namespace", "", "only HostedClusters of this namespace (default: all)")
-	f.BoolVar(&o.LeaderElection, "leader-elect", true, "elect one migrator (Lease "+controller.LeaderElectionID+")")
-	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
-	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":9442", "address of /metrics (0: off)")
-	f.StringVar(&o.HealthAddr, "health-probe-bind-address", ":9443", "address of /healthz and /readyz (0: off)")
-	f.StringVar(&o.ProbeNamespace, "probe-namespace", "default", "existing namespace of the conversion webhook probe (a dry-run create)")
+	m.bind(cmd.Flags())
+	cmd.AddCommand(newMigrateStatusCommand())
+	return cmd
+}
+
+// run starts the classifier and the migrator and waits until they stop.
+func (m *migrateFlags) run(cmd *cobra.Command) error {
+	if m.o.LeaderElection && m.o.LeaderElectionNamespace == "" {
+		return errors.New("--leader-election-namespace is required with --leader-elect")
+	}
+	if len(m.deployments) == 0 {
+		return errors.New("--deployments must name at least one Deployment")
+	}
+	selection := inject.DefaultConfig("")
+	selection.ComponentLabel = m.componentLabel
+	if err := applyReroutes(&selection, m.reroutes); err != nil {
+		return err
+	}
+	cfg, err := restConfig(m.kubeconfig)
+	if err != nil {
+		return err
+	}
+	log := logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	ctrl.SetLogger(log)
+	m.o.Log = log.WithName("migrate")
+	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		return err
+	}
+	m.o.Switcher = controller.RolloutSwitcher{Client: c, Names: m.deployments, Selection: &selection}
+	m.o.Client = c
+	r, err := controller.Start(cmd.Context(), cfg, m.o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "capi-private migrate running (leader election %v, metrics on %s)\n", m.o.LeaderElection, m.o.MetricsAddr)
+	<-r.Done()
+	if cmd.Context().Err() != nil {
+		return nil
+	}
+	return r.Err()
+}
+
+// bind registers the flags on f.
+func (m *migrateFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&m.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	f.StringVar(&m.o.Namespace, "namespace", "", "only HostedClusters of this namespace (default: all)")
+	f.BoolVar(&m.o.LeaderElection, "leader-elect", true, "elect one migrator (Lease "+controller.LeaderElectionID+")")
+	f.StringVar(&m.o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
+	f.StringVar(&m.o.MetricsAddr, "metrics-bind-address", ":9442", "address of /metrics (0: off)")
+	f.StringVar(&m.o.HealthAddr, "health-probe-bind-address", ":9443", "address of /healthz and /readyz (0: off)")
+	f.StringVar(&m.o.ProbeNamespace, "probe-namespace", "default", "existing namespace of the conversion webhook probe (a dry-run create)")
 	for _, d := range []struct {
 		v          *time.Duration
 		name, help string
 	}{
-		{&o.Config.QuietWindow, "quiet-window", "Quiescing: how long only the migrator may write the standard objects"},
-		{&o.Config.HealthWindow, "health-window", "Resuming: how long the cluster must stay green"},
-		{&o.Config.QuiesceTimeout, "quiesce-timeout", "deadline of Quiescing (legacy pods gone, quiet window held)"},
-		{&o.Config.CopyTimeout, "copy-timeout", "deadline of Copying"},
-		{&o.Config.RepointTimeout, "repoint-timeout", "deadline of Repointing"},
-		{&o.Config.VerifyTimeout, "verify-timeout", "deadline of Verifying"},
-		{&o.Config.SwitchTimeout, "switch-timeout", "deadline of Switching (proxied workloads Available)"},
-		{&o.Config.ResumeTimeout, "resume-timeout", "deadline of Resuming to turn green (the health window comes on top)"},
-		{&o.Config.RollbackTimeout, "rollback-timeout", "deadline of a rollback: past it, it gives the cluster back to the legacy controllers and leaves the twins for the next run"},
-		{&o.Config.CleanupTimeout, "cleanup-timeout", "deadline of CleaningUp: past it, the phase is reported stalled and retried with back-off"},
-		{&o.Config.BlockedTimeout, "blocked-timeout", "how long a legacy HostedCluster may be blocked by its preconditions before it is reported overdue"},
+		{&m.o.Config.QuietWindow, "quiet-window", "Quiescing: how long only the migrator may write the standard objects"},
+		{&m.o.Config.HealthWindow, "health-window", "Resuming: how long the cluster must stay green"},
+		{&m.o.Config.QuiesceTimeout, "quiesce-timeout", "deadline of Quiescing (legacy pods gone, quiet window held)"},
+		{&m.o.Config.CopyTimeout, "copy-timeout", "deadline of Copying"},
+		{&m.o.Config.RepointTimeout, "repoint-timeout", "deadline of Repointing"},
+		{&m.o.Config.VerifyTimeout, "verify-timeout", "deadline of Verifying"},
+		{&m.o.Config.SwitchTimeout, "switch-timeout", "deadline of Switching (proxied workloads Available)"},
+		{&m.o.Config.ResumeTimeout, "resume-timeout", "deadline of Resuming to turn green (the health window comes on top)"},
+		{&m.o.Config.RollbackTimeout, "rollback-timeout", "deadline of a rollback: past it, it gives the cluster back to the legacy controllers and leaves the twins for the next run"},
+		{&m.o.Config.CleanupTimeout, "cleanup-timeout", "deadline of CleaningUp: past it, the phase is reported stalled and retried with back-off"},
+		{&m.o.Config.BlockedTimeout, "blocked-timeout", "how long a legacy HostedCluster may be blocked by its preconditions before it is reported overdue"},
 	} {
 		f.DurationVar(d.v, d.name, *d.v, d.help)
 	}
-	f.Func("deployments", "comma-separated Deployments quiesced (scaled to 0 before the copy, back at the switch) per hosted control plane (default "+strings.Join(deployments, ",")+")", func(v string) error {
-		deployments = nil
+	f.Func("deployments", "comma-separated Deployments quiesced (scaled to 0 before the copy, back at the switch) per hosted control plane (default "+strings.Join(m.deployments, ",")+")", func(v string) error {
+		m.deployments = nil
 		for _, n := range strings.Split(v, ",") {
 			if n = strings.TrimSpace(n); n != "" {
-				deployments = append(deployments, n)
+				m.deployments = append(m.deployments, n)
 			}
 		}
 		return nil
 	})
 	// The switch restarts the Pods the injector injects: these two flags must be the injector's.
-	f.StringVar(&componentLabel, "component-label", inject.DefaultComponentLabel, "Pod label whose value names a control plane component (the injector's --component-label)")
-	f.StringArrayVar(&reroutes, "reroute", nil, "COMPONENT=CONTAINER[,CONTAINER...]: a CAPI-dependent component whose Pods the switch restarts (the injector's --reroute; default its built-in table of HyperShift's components)")
-	cmd.AddCommand(newMigrateStatusCommand())
-	return cmd
+	f.StringVar(&m.componentLabel, "component-label", inject.DefaultComponentLabel, "Pod label whose value names a control plane component (the injector's --component-label)")
+	f.StringArrayVar(&m.reroutes, "reroute", nil, "COMPONENT=CONTAINER[,CONTAINER...]: a CAPI-dependent component whose Pods the switch restarts (the injector's --reroute; default its built-in table of HyperShift's components)")
 }
 
 func newMigrateStatusCommand() *cobra.Command {
