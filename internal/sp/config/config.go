@@ -7,23 +7,17 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"reflect"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-
-	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
 )
 
 // Config is the whole configuration. Tags: `key` is the YAML key (env and flag names derive from it), `default`
@@ -137,23 +131,6 @@ const (
 	ProblemTypeCodes  = "codes"
 	ProblemTypeURIs   = "uris"
 )
-
-// validateDCM checks the keys of DCM's newer contract.
-func (c *Config) validateDCM(bad func(key, format string, args ...any) error) error {
-	if c.StatusVocabulary != VocabularySeed && c.StatusVocabulary != VocabularyDCM2026 {
-		return bad("statusVocabulary", "%q must be seed or dcm-2026", c.StatusVocabulary)
-	}
-	if c.ActiveStatus != "ACTIVE" && c.ActiveStatus != "RUNNING" {
-		return bad("activeStatus", "%q must be ACTIVE or RUNNING", c.ActiveStatus)
-	}
-	if c.ProblemTypes != ProblemTypeCodes && c.ProblemTypes != ProblemTypeURIs {
-		return bad("problemTypes", "%q must be codes or uris", c.ProblemTypes)
-	}
-	if c.DeleteKeyRetention <= 0 {
-		return bad("deleteKeyRetention", "must be positive")
-	}
-	return nil
-}
 
 // field describes one configuration key.
 type field struct {
@@ -355,118 +332,6 @@ func set(v reflect.Value, raw string) error {
 	return nil
 }
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
-// Validate checks the values that can be checked without the hub.
-func (c *Config) Validate() error {
-	bad := func(key, format string, args ...any) error {
-		return fmt.Errorf("config: %s: %s (flag --%s, env %s, file key %s)", key, fmt.Sprintf(format, args...), FlagName(key), EnvName(key), key)
-	}
-	if !dnsLabel.MatchString(c.Namespace) || len(c.Namespace) > 63 {
-		return bad("namespace", "%q is not a valid namespace name", c.Namespace)
-	}
-	if len(c.EnabledPlatforms) == 0 {
-		return bad("enabledPlatforms", "at least one of kubevirt, baremetal")
-	}
-	for _, p := range c.EnabledPlatforms {
-		if !clusters.Platform(p).Known() {
-			return bad("enabledPlatforms", "%q is not a platform (kubevirt, baremetal)", p)
-		}
-	}
-	if !clusters.Platform(c.DefaultPlatform).Known() {
-		return bad("defaultPlatform", "%q is not a platform (kubevirt, baremetal)", c.DefaultPlatform)
-	}
-	if c.KubevirtInfraCluster != "" && c.KubevirtInfraNamespace == "" {
-		return bad("kubevirtInfraNamespace", "required when kubevirtInfraCluster is set")
-	}
-	if c.AgentNamespace != "" && (!dnsLabel.MatchString(c.AgentNamespace) || len(c.AgentNamespace) > 63) {
-		return bad("agentNamespace", "%q is not a valid namespace name", c.AgentNamespace)
-	}
-	if c.APIHost != "" {
-		u, err := url.Parse(c.APIHost)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return bad("apiHost", "%q must be a base URL such as https://acm-sp.example.com:8443", c.APIHost)
-		}
-	}
-	if c.RegistrationURL != "" {
-		u, err := url.Parse(c.RegistrationURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("registrationURL", "%q is not an http(s) URL", c.RegistrationURL)
-		}
-		if !strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), "/api/v1alpha1") {
-			return bad("registrationURL", "%q must end in /api/v1alpha1 (the client appends /providers)", c.RegistrationURL)
-		}
-		if c.APIHost == "" {
-			return bad("apiHost", "required when registrationURL is set (it is the endpoint registered with DCM)")
-		}
-	}
-	if c.ProviderName == "" || !dnsLabel.MatchString(c.ProviderName) {
-		return bad("providerName", "%q must be a lower-case DNS label", c.ProviderName)
-	}
-	switch c.StatusPreset {
-	case "design", "spm":
-	default:
-		return bad("statusPreset", "%q must be design or spm", c.StatusPreset)
-	}
-	switch c.ControlPlaneAvailabilityPolicy {
-	case "HighlyAvailable", "SingleReplica":
-	default:
-		return bad("controlPlaneAvailabilityPolicy", "%q must be HighlyAvailable or SingleReplica", c.ControlPlaneAvailabilityPolicy)
-	}
-	if c.HubQPS < 0 {
-		return bad("hubQPS", "must not be negative")
-	}
-	if c.HubQPS > 0 && c.HubBurst < c.HubQPS {
-		return bad("hubBurst", "must be at least hubQPS (%d)", c.HubQPS)
-	}
-	if c.DefaultWorkerCount < 1 {
-		return bad("defaultWorkerCount", "must be at least 1")
-	}
-	if c.NATSURL != "" {
-		for _, u := range strings.Split(c.NATSURL, ",") {
-			p, err := url.Parse(strings.TrimSpace(u))
-			if err != nil || p.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, p.Scheme) {
-				return bad("natsURL", "must be nats://host:port (or tls://, ws://, wss://), comma-separated for several servers (value hidden: it may carry a password)")
-			}
-		}
-	}
-	if c.UpdatingStatus != "UPDATING" && c.UpdatingStatus != "PROGRESSING" {
-		return bad("updatingStatus", "must be UPDATING or PROGRESSING")
-	}
-	if c.PullSecretFile != "" && c.PullSecretName != "" {
-		return bad("pullSecretFile", "set only one of pullSecretFile, pullSecretName")
-	}
-	if err := c.validateSecurity(bad); err != nil {
-		return err
-	}
-	if err := c.validateDCM(bad); err != nil {
-		return err
-	}
-	for key, d := range map[string]time.Duration{"degradedGracePeriod": c.DegradedGracePeriod, "provisioningTimeoutKubevirt": c.ProvisioningTimeoutKubevirt,
-		"provisioningTimeoutBaremetal": c.ProvisioningTimeoutBaremetal, "operationTimeoutKubevirt": c.OperationTimeoutKubevirt,
-		"operationTimeoutBaremetal": c.OperationTimeoutBaremetal, "resyncPeriod": c.ResyncPeriod, "leaseDuration": c.LeaseDuration,
-		"requestTimeout": c.RequestTimeout, "shutdownTimeout": c.ShutdownTimeout, "statusStreamMaxAge": c.StatusStreamMaxAge} {
-		if d <= 0 {
-			return bad(key, "must be positive")
-		}
-	}
-	if c.LeaseDuration < time.Second {
-		return bad("leaseDuration", "must be at least 1s (a Lease holds whole seconds)")
-	}
-	if c.StatusDebounce < 0 {
-		return bad("statusDebounce", "must not be negative")
-	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return bad("logLevel", "%q must be debug, info, warn or error", c.LogLevel)
-	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
-		return bad("logFormat", "%q must be text or json", c.LogFormat)
-	}
-	return nil
-}
-
 // ValidateServe checks what `serve` needs on top of Validate.
 func (c *Config) ValidateServe() error {
 	if c.NATSURL == "" {
@@ -533,53 +398,6 @@ const (
 	AuthKubernetes = "kubernetes"
 	AuthNone       = "none"
 )
-
-// validateSecurity checks the authentication, TLS and credential keys. Unauthenticated serving is refused on a
-// non-loopback address unless allowUnauthenticated says it is intended.
-func (c *Config) validateSecurity(bad func(key, format string, args ...any) error) error {
-	switch c.Auth {
-	case AuthKubernetes:
-	case AuthNone:
-		if c.AuthAnonymous {
-			return bad("authAnonymous", "applies only to auth kubernetes")
-		}
-		if !loopback.Is(c.ListenAddress) && !c.AllowUnauthenticated {
-			return bad("auth", "none on the non-loopback address %q lets anyone create and delete clusters and read their admin kubeconfigs; use auth kubernetes, listen on 127.0.0.1, or set allowUnauthenticated: true", c.ListenAddress)
-		}
-	default:
-		return bad("auth", "%q must be kubernetes or none", c.Auth)
-	}
-	if errs := validation.IsDNS1123Subdomain(c.AuthAPIGroup); len(errs) > 0 {
-		return bad("authAPIGroup", "%q is not an API group name: %s", c.AuthAPIGroup, errs[0])
-	}
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return bad("tlsCertFile", "tlsCertFile and tlsKeyFile go together")
-	}
-	if err := c.validateTransport(bad); err != nil {
-		return err
-	}
-	if (c.NATSCertFile == "") != (c.NATSKeyFile == "") {
-		return bad("natsCertFile", "natsCertFile and natsKeyFile go together")
-	}
-	if c.NATSCredsFile != "" && c.NATSNkeySeedFile != "" {
-		return bad("natsCredsFile", "set only one of natsCredsFile, natsNkeySeedFile")
-	}
-	if (c.NATSUser == "") != (c.NATSPasswordFile == "") {
-		return bad("natsUser", "natsUser and natsPasswordFile go together")
-	}
-	for key, path := range map[string]string{"clientCAFile": c.ClientCAFile, "tlsCertFile": c.TLSCertFile, "tlsKeyFile": c.TLSKeyFile,
-		"natsCredsFile": c.NATSCredsFile, "natsNkeySeedFile": c.NATSNkeySeedFile, "natsPasswordFile": c.NATSPasswordFile,
-		"natsCAFile": c.NATSCAFile, "natsCertFile": c.NATSCertFile, "natsKeyFile": c.NATSKeyFile,
-		"registrationTokenFile": c.RegistrationTokenFile, "registrationCAFile": c.RegistrationCAFile, "pullSecretFile": c.PullSecretFile} {
-		if path == "" {
-			continue
-		}
-		if _, err := os.Stat(path); err != nil {
-			return bad(key, "cannot read %s: %v", path, errors.Unwrap(err))
-		}
-	}
-	return nil
-}
 
 // TLS reports whether the API is served over HTTPS.
 func (c *Config) TLS() bool { return c.TLSCertFile != "" }
