@@ -25,6 +25,18 @@ func (p *parser) fail(field, format string, args ...any) {
 	p.errs = append(p.errs, FieldError{Field: p.prefix + field, Message: fmt.Sprintf(format, args...)})
 }
 
+// child reads parent[key], the object at path: absent is (nil, false), anything but an object an error; an object
+// is replaced in parent by its copy with its keys checked (known), which is returned.
+func (p *parser) child(parent map[string]any, key, path string) (map[string]any, bool) {
+	m, ok := p.object(parent[key], path)
+	if !ok {
+		return nil, false
+	}
+	m = p.known(m, path)
+	parent[key] = m
+	return m, true
+}
+
 // known copies obj (the object at path) and checks its keys against the ones the API defines there: an unknown
 // key is refused, naming it, or dropped when the parser is lenient.
 func (p *parser) known(obj map[string]any, path string) map[string]any {
@@ -82,15 +94,13 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 }
 
 func (p *parser) metadata(spec map[string]any, s *Spec, sc SpecContext) {
-	md, ok := p.object(spec["metadata"], "metadata")
+	md, ok := p.child(spec, "metadata", "metadata")
 	if !ok {
 		if spec["metadata"] == nil {
 			p.fail("metadata.name", "is required")
 		}
 		return
 	}
-	md = p.known(md, "metadata")
-	spec["metadata"] = md
 	if name, ok := p.str(md["name"], "metadata.name"); ok {
 		s.Name = name
 		p.checkName(name, sc)
@@ -116,20 +126,14 @@ func (p *parser) version(spec map[string]any, s *Spec) {
 }
 
 func (p *parser) nodes(spec map[string]any, s *Spec) {
-	nodes, ok := p.object(spec["nodes"], "nodes")
+	nodes, ok := p.child(spec, "nodes", "nodes")
 	if !ok {
 		return
 	}
-	nodes = p.known(nodes, "nodes")
-	spec["nodes"] = nodes
-	if cp, ok := p.object(nodes["control_plane"], "nodes.control_plane"); ok {
-		cp = p.known(cp, "nodes.control_plane")
-		nodes["control_plane"] = cp
+	if cp, ok := p.child(nodes, "control_plane", "nodes.control_plane"); ok {
 		p.controlPlane(cp, &s.ControlPlane)
 	}
-	if w, ok := p.object(nodes["workers"], "nodes.workers"); ok {
-		w = p.known(w, "nodes.workers")
-		nodes["workers"] = w
+	if w, ok := p.child(nodes, "workers", "nodes.workers"); ok {
 		p.workers(w, &s.Workers)
 	}
 }
@@ -182,12 +186,7 @@ func (p *parser) hints(spec map[string]any) map[string]any {
 	}
 	hints = kept
 	spec["provider_hints"] = hints
-	a, ok := p.object(hints["acm"], "provider_hints.acm")
-	if !ok {
-		return nil
-	}
-	acm := p.known(a, "provider_hints.acm")
-	hints["acm"] = acm
+	acm, _ := p.child(hints, "acm", "provider_hints.acm")
 	return acm
 }
 
@@ -235,12 +234,10 @@ func (p *parser) acm(acm map[string]any, s *Spec, sc SpecContext) string {
 }
 
 func (p *parser) autoscaling(acm map[string]any, s *Spec) {
-	as, ok := p.object(acm["autoscaling"], "provider_hints.acm.autoscaling")
+	as, ok := p.child(acm, "autoscaling", "provider_hints.acm.autoscaling")
 	if !ok {
 		return
 	}
-	as = p.known(as, "provider_hints.acm.autoscaling")
-	acm["autoscaling"] = as
 	lo, okMin := p.integer(as["min"], "provider_hints.acm.autoscaling.min", 1, maxWorkers)
 	hi, okMax := p.integer(as["max"], "provider_hints.acm.autoscaling.max", 1, maxWorkers)
 	switch {
