@@ -280,9 +280,9 @@ func TestDay2Refusals(t *testing.T) {
 		typ, detail, field         string
 	}{
 		{"stale If-Match", `{"spec":{"nodes":{"workers":{"count":3}}}}`, `"0000"`, "", 412, "FAILED_PRECONDITION", "does not match", ""},
-		// If-Match is checked before the body is read; the body's own errors come next, from the wire decoder.
-		{"stale If-Match, malformed body", `{"spec":`, `"0000"`, "", 412, "FAILED_PRECONDITION", "does not match", ""},
-		{"malformed body", `{"spec":`, "", "", 400, "INVALID_ARGUMENT", "request body is not a JSON object: unexpected EOF", ""},
+		// If-Match is checked before the body is decoded; the body's own errors come next, from the wire decoder.
+		{"stale If-Match, body no patch", `{"version":"4.18"}`, `"0000"`, "", 412, "FAILED_PRECONDITION", "does not match", ""},
+		{"body not an object", `[1]`, "", "", 400, "INVALID_ARGUMENT", "request body is not a JSON object: cannot unmarshal array", ""},
 		{"not a spec patch", `{"version":"4.18"}`, "", "", 400, "INVALID_ARGUMENT", "unknown field: an update is a merge patch", "version"},
 		{"a camelCase key is no alias in a patch", `{"spec":{"serviceType":"cluster"}}`, "", "", 400, "INVALID_ARGUMENT", "immutable (currently absent)", "spec.serviceType"},
 		{"immutable name", `{"spec":{"metadata":{"name":"other"}}}`, "", "", 400, "INVALID_ARGUMENT", "immutable", "spec.metadata.name"},
