@@ -70,23 +70,23 @@ var aliases = map[string]map[string]string{
 	"provider_hints.acm": {"baseDomain": "base_domain", "infraEnv": "infra_env", "agentLabels": "agent_labels", "provisioningType": "provisioning_type"},
 }
 
-// canonicalKeys returns a copy of spec whose alias keys carry their canonical names, at every path that has
-// aliases; both spellings of one key is a conflict, named at the canonical field (under at).
+// canonicalKeys returns a copy of spec whose alias keys carry their canonical names at the three objects that have
+// aliases (the spec, nodes, provider_hints.acm); both spellings of one key is a conflict, named at the canonical
+// field (under at). An alias whose parent is not an object stays as it is, for the domain to refuse.
 func canonicalKeys(spec map[string]any, at string) (map[string]any, []clusters.FieldError) {
 	var conflicts []clusters.FieldError
-	var walk func(obj map[string]any, path string) map[string]any
-	walk = func(obj map[string]any, path string) map[string]any {
-		out := rename(obj, path, at, &conflicts)
-		for _, child := range []string{"nodes", "provider_hints", "provider_hints.acm"} {
-			if parent, key := split(child); parent == path {
-				if m, ok := out[key].(map[string]any); ok {
-					out[key] = walk(m, child)
-				}
-			}
-		}
-		return out
+	out := rename(spec, "", at, &conflicts)
+	if nodes, ok := out["nodes"].(map[string]any); ok {
+		out["nodes"] = rename(nodes, "nodes", at, &conflicts)
 	}
-	return walk(spec, ""), conflicts
+	if hints, ok := out["provider_hints"].(map[string]any); ok {
+		if acm, ok := hints["acm"].(map[string]any); ok {
+			hints = rename(hints, "provider_hints", at, &conflicts) // a copy: no aliases at this level
+			hints["acm"] = rename(acm, "provider_hints.acm", at, &conflicts)
+			out["provider_hints"] = hints
+		}
+	}
+	return out, conflicts
 }
 
 // rename copies obj with the aliases of path renamed (sorted, so conflicts come in a stable order).
@@ -114,13 +114,6 @@ func rename(obj map[string]any, path, at string, conflicts *[]clusters.FieldErro
 		out[canon] = v
 	}
 	return out
-}
-
-func split(path string) (parent, key string) {
-	if i := strings.LastIndex(path, "."); i >= 0 {
-		return path[:i], path[i+1:]
-	}
-	return "", path
 }
 
 func join(path, key string) string {
