@@ -255,7 +255,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		return nil, err
 	}
 	a.server = httpapi.NewServer(svc, a.Health, a.Guard, httpapi.Options{Log: log, RequestTimeout: cfg.RequestTimeout,
-		ProblemTypeURIs: cfg.ProblemTypes == config.ProblemTypeURIs})
+		ProblemTypeURIs: cfg.ProblemTypes == config.ProblemTypeURIs, Unclassified: unclassified})
 	a.observeEvery = interval
 
 	a.leader, err = newLeader(restCfg, cfg.LeaderElection, cfg.ProviderName+"-leader", cfg.LeaseNamespace(), cfg.LeaseDuration, log)
@@ -523,3 +523,6 @@ func pullSecretSource(cfg *config.Config, h *hub.Hub) (func(context.Context) ([]
 		return nil, errors.New("no pull secret configured (pullSecretFile or pullSecretName)")
 	}, nil
 }
+
+// unclassified classifies an error that reached the API without a domain kind as a failure of the hub.
+func unclassified(err error) *clusters.Error { return hub.Failure(err, "the request failed") }

@@ -41,6 +41,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/wire"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
@@ -797,7 +798,7 @@ func (s *seeder) seed(b *testing.B, n int) {
 func (s *seeder) one(i int) error {
 	ctx := context.Background()
 	id, name := seedID(i), seedName(i)
-	spec, err := clusters.ParseSpec([]byte(kubevirtBody(name, 2)), s.sc)
+	spec, err := wire.ParseSpec([]byte(kubevirtBody(name, 2)), s.sc)
 	if err != nil {
 		return err
 	}

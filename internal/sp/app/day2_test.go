@@ -280,6 +280,11 @@ func TestDay2Refusals(t *testing.T) {
 		typ, detail, field         string
 	}{
 		{"stale If-Match", `{"spec":{"nodes":{"workers":{"count":3}}}}`, `"0000"`, "", 412, "FAILED_PRECONDITION", "does not match", ""},
+		// If-Match is checked before the body is decoded; the body's own errors come next, from the wire decoder.
+		{"stale If-Match, body no patch", `{"version":"4.18"}`, `"0000"`, "", 412, "FAILED_PRECONDITION", "does not match", ""},
+		{"body not an object", `[1]`, "", "", 400, "INVALID_ARGUMENT", "request body is not a JSON object: cannot unmarshal array", ""},
+		{"not a spec patch", `{"version":"4.18"}`, "", "", 400, "INVALID_ARGUMENT", "unknown field: an update is a merge patch", "version"},
+		{"a camelCase key is no alias in a patch", `{"spec":{"serviceType":"cluster"}}`, "", "", 400, "INVALID_ARGUMENT", "immutable (currently absent)", "spec.serviceType"},
 		{"immutable name", `{"spec":{"metadata":{"name":"other"}}}`, "", "", 400, "INVALID_ARGUMENT", "immutable", "spec.metadata.name"},
 		{"immutable platform", `{"spec":{"provider_hints":{"acm":{"platform":"baremetal"}}}}`, "", "", 400, "INVALID_ARGUMENT", "immutable", "spec.provider_hints.acm.platform"},
 		{"two minors ahead", `{"spec":{"version":"4.19"}}`, "", "", 422, "UNPROCESSABLE_ENTITY", "valid targets: 4.18.1, 4.18.14, 4.18.22", "spec.version"},

@@ -67,6 +67,10 @@ func TestErrorClasses(t *testing.T) {
 		{"unknown method", "PUT", base, "application/json", ok, 405, "PUT"},
 		{"patch item as JSON", "PATCH", base + "/x", "application/json", "{}", 415, "application/merge-patch+json"},
 		{"patch item of no cluster", "PATCH", base + "/x", "application/merge-patch+json", `{"spec":{}}`, 404, "cluster x not found"},
+		// JSON syntax is checked by the generated server, before the handler; then the cluster is looked up before the
+		// body is decoded: an unknown id is 404 whatever the (well-formed) body.
+		{"patch with malformed JSON", "PATCH", base + "/x", "application/merge-patch+json", `{"spec":`, 400, "request body is not valid JSON"},
+		{"patch item of no cluster, body no patch", "PATCH", base + "/x", "application/merge-patch+json", `[1]`, 404, "cluster x not found"},
 		// Bad input is a clear 400 naming the field, never a 500.
 		{"memory overflow", "POST", base, "application/json", sized("memory", "99999999TB"), 400, "spec.nodes.workers.memory"},
 		{"memory 1e400", "POST", base, "application/json", sized("memory", "1e400"), 400, "spec.nodes.workers.memory"},

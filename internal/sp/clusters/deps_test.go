@@ -10,8 +10,10 @@ import (
 var pure = []string{"clusters", "render", "status", "versions", "operation", "meta", "inventory"}
 
 // forbidden are the infrastructure packages (prefixes of import paths): the SP's adapters and configuration, HTTP,
-// Kubernetes clients and messaging. API types (HyperShift, Kubernetes, apimachinery) are data and allowed.
+// request decoding (wire), Kubernetes clients and messaging. API types (HyperShift, Kubernetes, apimachinery) are
+// data and allowed.
 var forbidden = []string{
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/wire",
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub",
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/config",
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/httpapi",

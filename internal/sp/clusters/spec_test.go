@@ -13,84 +13,23 @@ import (
 
 var sc = SpecContext{Namespace: "clusters", AgentNamespace: "hardware-inventory", DefaultPlatform: "kubevirt", DefaultInfraEnv: ""}
 
-// The design document's two example payloads (verbatim) and the DCM wire form, from api/v1alpha1/examples.
-var (
-	designKubeVirt  = example("design-kubevirt.json")
-	designBareMetal = example("design-baremetal.json")
-	dcmForm         = example("dcm-kubevirt.json")
-)
-
-func example(name string) string {
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "api", "v1alpha1", "examples", name))
-	if err != nil {
-		panic(err)
+// decodeJSON decodes a spec object the way internal/sp/wire hands it over: numbers as json.Number.
+func decodeJSON(t *testing.T, body string) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.UseNumber()
+	var raw map[string]any
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatalf("test body %s: %v", body, err)
 	}
-	return string(data)
+	return raw
 }
 
-func TestParseDesignExamples(t *testing.T) {
-	s, err := ParseSpec([]byte(designKubeVirt), sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Name != "dev-cluster-01" || s.Version != "4.15" || s.Platform != KubeVirt || s.BaseDomain != "example.com" ||
-		s.ControlPlane.Count != 3 || *s.ControlPlane.CPU != 4 || s.ControlPlane.Memory.String() != "16Gi" ||
-		*s.Workers.Count != 3 || *s.Workers.CPU != 8 || s.Workers.Memory.String() != "32Gi" || s.Workers.Storage.String() != "250Gi" {
-		t.Fatalf("kubevirt example parsed as %+v", s)
-	}
-	want := `{"metadata":{"name":"dev-cluster-01"},"nodes":{"control_plane":{"count":3,"cpu":4,"memory":"16GB","storage":"120GB"},"workers":{"count":3,"cpu":8,"memory":"32GB","storage":"250GB"}},"provider_hints":{"acm":{"base_domain":"example.com","platform":"kubevirt"}},"service_type":"cluster","version":"4.15"}`
-	if s.JSON != want {
-		t.Fatalf("canonical spec\n got %s\nwant %s", s.JSON, want)
-	}
-
-	s, err = ParseSpec([]byte(designBareMetal), SpecContext{Namespace: "clusters", DefaultPlatform: "kubevirt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Platform != BareMetal || s.InfraEnv != "production-infraenv" || s.AgentLabels["location"] != "datacenter-1" || s.AgentLabels["role"] != "worker" {
-		t.Fatalf("baremetal example parsed as %+v", s)
-	}
-	if !strings.Contains(s.JSON, `"agent_labels":{"location":"datacenter-1","role":"worker"}`) || !strings.Contains(s.JSON, `"infra_env":"production-infraenv"`) {
-		t.Fatalf("baremetal canonical %s", s.JSON)
-	}
-}
-
-// The DCM form and the design's flat camelCase form of the same request normalize to the same spec, which is what
-// makes a retried POST idempotent whatever spelling the client used.
-func TestFormsNormalizeAlike(t *testing.T) {
-	flat := strings.Replace(designKubeVirt, `"4.15"`, `"1.30"`, 1)
-	flat = strings.Replace(flat, `"metadata": {"name": "dev-cluster-01"}`, `"metadata": {"name": "dev-cluster-01", "labels": {"team": "a"}}`, 1)
-	a, err := ParseSpec([]byte(dcmForm), sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ParseSpec([]byte(flat), sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.JSON != b.JSON {
-		t.Fatalf("forms differ:\n%s\n%s", a.JSON, b.JSON)
-	}
-	// A flat snake_case spec (the future DCM Agent's raw body) too.
-	var wrapped map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(dcmForm), &wrapped)
-	c, err := ParseSpec(wrapped["spec"], sc)
-	if err != nil || c.JSON != a.JSON {
-		t.Fatalf("raw spec: %v\n%s", err, c.JSON)
-	}
-	// The Environment Agent's body: the bare spec with the read-only fields the control plane's catalog merges in
-	// (api_endpoint, console_url, kubeconfig, all empty), accepted and ignored.
-	d, err := ParseSpec([]byte(example("agent-kubevirt.json")), sc)
-	if err != nil || d.JSON != a.JSON {
-		t.Fatalf("the agent's body: %v\n%s", err, d.JSON)
-	}
-}
-
-func TestParseNormalization(t *testing.T) {
+func TestNewSpecNormalization(t *testing.T) {
 	ps := base64.StdEncoding.EncodeToString([]byte(`{"auths":{"r.example.com":{"auth":"eDp5"}}}`))
-	body := `{"spec": {"version": "1.30", "metadata": {"name": "c1"}, "status": "READY", "id": "forged",
-	  "kubeconfig": "forged", "kubeconfig_omitted": "forbidden", "pull_secret": "` + ps + `"}}`
-	s, err := ParseSpec([]byte(body), sc)
+	body := `{"version": "1.30", "metadata": {"name": "c1"}, "status": "READY", "id": "forged",
+	  "kubeconfig": "forged", "kubeconfig_omitted": "forbidden", "pull_secret": "` + ps + `"}`
+	s, err := NewSpec(decodeJSON(t, body), "spec", sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,33 +45,35 @@ func TestParseNormalization(t *testing.T) {
 		t.Errorf("pull secret %q", s.PullSecret)
 	}
 	// Other providers' hints are dropped (never stored nor echoed), only acm is read.
-	s, err = ParseSpec([]byte(`{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"other":{"token":"s3cret"}}}`), sc)
+	raw := decodeJSON(t, `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"other":{"token":"s3cret"}}}`)
+	s, err = NewSpec(raw, "", sc)
 	if err != nil || !strings.Contains(s.JSON, `"provider_hints":{"acm":{"platform":"kubevirt"}}`) || strings.Contains(s.JSON, "s3cret") {
 		t.Fatalf("%v %s", err, s.JSON)
 	}
+	// NewSpec normalizes a copy: what it was given is left as it was.
+	if hints := raw["provider_hints"].(map[string]any); hints["other"] == nil || hints["acm"] != nil || raw["service_type"] != nil {
+		t.Fatalf("NewSpec changed its input: %v", raw)
+	}
 	// An integral float count is an integer.
-	s, err = ParseSpec([]byte(`{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"count":3.0}}}`), sc)
+	s, err = NewSpec(decodeJSON(t, `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"count":3.0}}}`), "", sc)
 	if err != nil || *s.Workers.Count != 3 {
 		t.Fatalf("count 3.0: %v", err)
 	}
 }
 
-func TestParseErrors(t *testing.T) {
+func TestNewSpecErrors(t *testing.T) {
 	baremetal := SpecContext{Namespace: "clusters", DefaultPlatform: "baremetal"}
 	cases := []struct {
 		name   string
 		body   string
+		at     string // where the spec sits in the request ("spec" in the DCM form)
 		ctx    *SpecContext
 		kind   Kind
 		fields []string // fields named in the error
 		has    string
 	}{
-		{name: "malformed", body: `{"spec": `, kind: KindInvalid, has: "not valid JSON"},
-		{name: "array", body: `[1,2]`, kind: KindInvalid, has: "must be a JSON object"},
-		{name: "trailing", body: `{"version":"1.30","metadata":{"name":"c1"}} {}`, kind: KindInvalid, has: "after the JSON object"},
-		{name: "spec not object", body: `{"spec": "x"}`, kind: KindInvalid, fields: []string{"spec"}},
 		{name: "empty", body: `{}`, kind: KindInvalid, fields: []string{"metadata.name", "version"}},
-		{name: "wrapped names fields under spec", body: `{"spec": {"metadata": {}}}`, kind: KindInvalid, fields: []string{"spec.metadata.name", "spec.version"}},
+		{name: "wrapped names fields under spec", body: `{"metadata": {}}`, at: "spec", kind: KindInvalid, fields: []string{"spec.metadata.name", "spec.version"}},
 		{name: "name not label", body: `{"version":"1.30","metadata":{"name":"Dev_Cluster"}}`, kind: KindInvalid, fields: []string{"metadata.name"}, has: "DNS label"},
 		{name: "name too long for ns", body: `{"version":"1.30","metadata":{"name":"` + strings.Repeat("a", 55) + `"}}`, kind: KindInvalid, has: "at most 54 characters"},
 		{name: "reserved name", body: `{"version":"1.30","metadata":{"name":"local-cluster"}}`, kind: KindInvalid, has: "reserved"},
@@ -141,8 +82,6 @@ func TestParseErrors(t *testing.T) {
 		{name: "agent namespace as name", body: `{"version":"1.30","metadata":{"name":"hardware-inventory"}}`, kind: KindInvalid, has: "reserved"},
 		{name: "version number", body: `{"version":1.30,"metadata":{"name":"c1"}}`, kind: KindInvalid, fields: []string{"version"}},
 		{name: "service type", body: `{"service_type":"vm","version":"1.30","metadata":{"name":"c1"}}`, kind: KindInvalid, fields: []string{"service_type"}},
-		{name: "both spellings", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"worker":{"count":1},"workers":{"count":2}}}`, kind: KindInvalid, fields: []string{"nodes.workers"}, has: "both"},
-		{name: "both top-level spellings", body: `{"version":"1.30","metadata":{"name":"c1"},"serviceType":"cluster","service_type":"cluster"}`, kind: KindInvalid, fields: []string{"service_type"}},
 		{name: "zero workers", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"count":0}}}`, kind: KindInvalid, fields: []string{"nodes.workers.count"}, has: "at least 1"},
 		{name: "string count", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"count":"3"}}}`, kind: KindInvalid, fields: []string{"nodes.workers.count"}},
 		{name: "fractional cpu", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"cpu":2.5}}}`, kind: KindInvalid, fields: []string{"nodes.workers.cpu"}},
@@ -153,7 +92,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "bad size", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"memory":"32 GB"}}}`, kind: KindInvalid, has: "not a size"},
 		{name: "small kubevirt disk", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"storage":"10GB"}}}`, kind: KindInvalid, has: "at least 16GB"},
 		{name: "aws", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"platform":"aws"}}}`, kind: KindUnprocessable, has: `platform "aws" is not supported`},
-		{name: "hive", body: `{"version":"1.30","metadata":{"name":"c1"},"providerHints":{"acm":{"provisioningType":"hive"}}}`, kind: KindUnprocessable, has: "hive"},
+		{name: "hive", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"provisioning_type":"hive"}}}`, kind: KindUnprocessable, has: "hive"},
 		{name: "baremetal no domain", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"platform":"baremetal","infra_env":"x"}}}`, kind: KindInvalid, fields: []string{"provider_hints.acm.base_domain"}},
 		{name: "baremetal no infraenv", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"base_domain":"example.com"}}}`, ctx: &baremetal, kind: KindInvalid, fields: []string{"provider_hints.acm.infra_env"}},
 		{name: "bad base domain", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"base_domain":"Example .com"}}}`, kind: KindInvalid, fields: []string{"provider_hints.acm.base_domain"}},
@@ -163,8 +102,7 @@ func TestParseErrors(t *testing.T) {
 		{name: "nodes not object", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":[]}`, kind: KindInvalid, fields: []string{"nodes"}},
 		// Unknown keys are refused wherever the API defines the object, naming the field.
 		{name: "unknown top-level key", body: `{"version":"1.30","metadata":{"name":"c1"},"pullSecret":"eyJhdXRocyI6e319"}`, kind: KindInvalid, fields: []string{"pullSecret"}, has: "unknown field"},
-		{name: "unknown wrapped key", body: `{"spec":{"version":"1.30","metadata":{"name":"c1"},"token":"abc"}}`, kind: KindInvalid, fields: []string{"spec.token"}},
-		{name: "key beside spec", body: `{"spec":{"version":"1.30","metadata":{"name":"c1"}},"token":"abc"}`, kind: KindInvalid, fields: []string{"token"}},
+		{name: "unknown wrapped key", body: `{"version":"1.30","metadata":{"name":"c1"},"token":"abc"}`, at: "spec", kind: KindInvalid, fields: []string{"spec.token"}},
 		{name: "unknown worker key", body: `{"version":"1.30","metadata":{"name":"c1"},"nodes":{"workers":{"gpu":1}}}`, kind: KindInvalid, fields: []string{"nodes.workers.gpu"}, has: "count, cpu, memory, storage"},
 		{name: "unknown metadata key", body: `{"version":"1.30","metadata":{"name":"c1","annotations":{"a":"b"}}}`, kind: KindInvalid, fields: []string{"metadata.annotations"}},
 		{name: "unknown acm key", body: `{"version":"1.30","metadata":{"name":"c1"},"provider_hints":{"acm":{"pull_secret":"x"}}}`, kind: KindInvalid, fields: []string{"provider_hints.acm.pull_secret"}},
@@ -190,7 +128,7 @@ func TestParseErrors(t *testing.T) {
 			if c.ctx != nil {
 				ctx = *c.ctx
 			}
-			_, err := ParseSpec([]byte(c.body), ctx)
+			_, err := NewSpec(decodeJSON(t, c.body), c.at, ctx)
 			if err == nil {
 				t.Fatal("accepted")
 			}

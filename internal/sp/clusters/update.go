@@ -1,7 +1,6 @@
 package clusters
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,60 +46,37 @@ type UpdateDecision struct {
 // older documentation allow (its current documentation allows N-3; the product keeps to the stricter rule).
 const MaxSkewMinors = 2
 
-// DecideUpdate decides a PATCH (docs/day2.md, section "API"): body is an RFC 7396 merge patch of {"spec": …} applied to
-// the stored spec. Immutable fields are 400 when changed and ignored when equal; one kind of change (upgrade, scale or
-// resize) per request; a change while another operation runs, on a cluster being deleted or one never installed is 409;
-// a target the cluster cannot move to is 422 (for versions with the valid targets). It is pure.
-func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, error) {
-	patch, err := parsePatch(body)
-	if err != nil {
-		return UpdateDecision{}, err
-	}
-	if _, ok := patch["pull_secret"]; ok {
+// Patch is an update request as internal/sp/wire decodes it: Changes is the RFC 7396 merge patch of the spec (its
+// keys as sent, nil for a removal), Stored the stored spec it applies to, Merged the result.
+type Patch struct {
+	Changes, Stored, Merged map[string]any
+}
+
+// DecideUpdate decides a PATCH (docs/day2.md, section "API"): a merge patch of {"spec": …} applied to the stored
+// spec. Immutable fields are 400 when changed and ignored when equal; one kind of change (upgrade, scale or resize)
+// per request; a change while another operation runs, on a cluster being deleted or one never installed is 409; a
+// target the cluster cannot move to is 422 (for versions with the valid targets). It is pure.
+func DecideUpdate(p Patch, sc SpecContext, st UpdateState) (UpdateDecision, error) {
+	if _, ok := p.Changes["pull_secret"]; ok {
 		return UpdateDecision{}, InvalidFields([]FieldError{{"spec.pull_secret", "immutable: the pull secret is set at create"}})
-	}
-	var stored map[string]any
-	if err := json.Unmarshal([]byte(st.StoredSpec), &stored); err != nil {
-		return UpdateDecision{}, internal(err, "reading the stored spec")
 	}
 	old, err := ParseStoredSpec([]byte(st.StoredSpec), sc)
 	if err != nil {
 		return UpdateDecision{}, internal(err, "reading the stored spec")
 	}
-	merged := mergePatch(stored, patch)
 	// An immutable change is named as such before the merged spec is validated (which would complain about its
 	// consequences instead, e.g. a baremetal platform without an InfraEnv).
-	if fields := immutableChanges(stored, merged); len(fields) > 0 {
+	if fields := immutableChanges(p.Stored, p.Merged); len(fields) > 0 {
 		return UpdateDecision{}, InvalidFields(fields)
 	}
-	data, err := json.Marshal(map[string]any{"spec": merged})
-	if err != nil {
-		return UpdateDecision{}, internal(err, "applying the patch")
-	}
-	next, err := ParseSpec(data, sc)
+	next, err := NewSpec(p.Merged, "spec", sc)
 	if err != nil {
 		return UpdateDecision{}, err
 	}
 	if fields := immutableChanges(old.Canonical, next.Canonical); len(fields) > 0 {
 		return UpdateDecision{}, InvalidFields(fields)
 	}
-
-	var kinds []operation.Kind
-	if next.Version != old.Version {
-		kinds = append(kinds, operation.Upgrade)
-	}
-	oldCount, newCount := old.Replicas(st.DefaultWorkerCount), next.Replicas(st.DefaultWorkerCount)
-	if scaleOf(old, st.DefaultWorkerCount) != scaleOf(next, st.DefaultWorkerCount) {
-		kinds = append(kinds, operation.Scale)
-	}
-	if !sameSize(old.Workers, next.Workers) {
-		kinds = append(kinds, operation.Resize)
-	}
-	retry := false
-	if len(kinds) == 0 && st.Operation != nil && st.Operation.Phase == operation.PhaseFailed && touches(patch, st.Operation.Kind) {
-		// The failed operation's target again: a retry (a new operation), not a replay.
-		kinds, retry = []operation.Kind{st.Operation.Kind}, true
-	}
+	kinds, retry := changeKinds(old, next, p.Changes, st)
 	if len(kinds) == 0 {
 		if next.JSON == old.JSON {
 			return UpdateDecision{}, nil // a replay: nothing changes
@@ -114,29 +90,10 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 		return UpdateDecision{}, err
 	}
 	rec := &operation.Record{ID: st.OperationID, Kind: kinds[0], StartedAt: st.Now.UTC(), Deadline: st.Now.Add(st.Timeout).UTC(),
-		HCGeneration: st.HCGeneration, Replicas: newCount, Phase: operation.PhaseWorkers}
+		HCGeneration: st.HCGeneration, Replicas: next.Replicas(st.DefaultWorkerCount), Phase: operation.PhaseWorkers, Message: "Accepted"}
 	switch rec.Kind {
 	case operation.Upgrade:
-		to, image, err := upgradeTarget(next.Version, st)
-		if err != nil {
-			return UpdateDecision{}, err
-		}
-		rec.Replicas = oldCount
-		if to == "" {
-			// The version the cluster runs. After a refused upgrade that never started (the operator never took its
-			// release: desired ≠ spec), going back restores the running release; one that started cannot go back.
-			switch {
-			case st.SpecImage != "" && st.DesiredImage != "" && st.SpecImage != st.DesiredImage:
-				rec.From, rec.To, rec.ReleaseImage, rec.Phase = st.SpecVersion, st.CompletedVersion, st.DesiredImage, operation.PhaseControlPlane
-				rec.Message = "Accepted"
-				return UpdateDecision{Spec: next, Operation: rec}, nil
-			case st.Operation != nil && st.Operation.Kind == operation.Upgrade && st.Operation.To != st.CompletedVersion && !st.Operation.Open():
-				return UpdateDecision{}, &Error{Kind: KindUnprocessable, Message: fmt.Sprintf("version %s: the upgrade to %s has started and cannot be reverted (OpenShift cannot go back); retry %s", next.Version, st.Operation.To, st.Operation.To),
-					Fields: []FieldError{{Field: "spec.version", Message: "an upgrade that started cannot be reverted"}}}
-			}
-			return UpdateDecision{Spec: next}, nil // the requested version names the release the cluster runs
-		}
-		rec.From, rec.To, rec.ReleaseImage, rec.Phase = st.CompletedVersion, to, image, operation.PhaseControlPlane
+		return decideUpgrade(rec, old, next, st)
 	case operation.Scale:
 		rec.From, rec.To = scaleOf(old, st.DefaultWorkerCount), scaleOf(next, st.DefaultWorkerCount)
 		if a := next.Autoscaling; a != nil {
@@ -144,13 +101,54 @@ func DecideUpdate(body []byte, sc SpecContext, st UpdateState) (UpdateDecision, 
 		}
 	case operation.Resize:
 		rec.From, rec.To = describeSize(old.Workers), describeSize(next.Workers)
-		rec.Replicas = oldCount
+		rec.Replicas = old.Replicas(st.DefaultWorkerCount)
 	}
-	if retry && rec.Kind != operation.Upgrade {
+	if retry {
 		rec.From = st.Operation.From // what the failed attempt started from
 	}
-	rec.Message = "Accepted"
 	return UpdateDecision{Spec: next, Operation: rec}, nil
+}
+
+// changeKinds lists the kinds of change from old to next. A patch that changes nothing but names the field of a
+// failed operation is a retry of it (a new operation), not a replay.
+func changeKinds(old, next *Spec, changes map[string]any, st UpdateState) (kinds []operation.Kind, retry bool) {
+	if next.Version != old.Version {
+		kinds = append(kinds, operation.Upgrade)
+	}
+	if scaleOf(old, st.DefaultWorkerCount) != scaleOf(next, st.DefaultWorkerCount) {
+		kinds = append(kinds, operation.Scale)
+	}
+	if !sameSize(old.Workers, next.Workers) {
+		kinds = append(kinds, operation.Resize)
+	}
+	if len(kinds) == 0 && st.Operation != nil && st.Operation.Phase == operation.PhaseFailed && touches(changes, st.Operation.Kind) {
+		return []operation.Kind{st.Operation.Kind}, true
+	}
+	return kinds, false
+}
+
+// decideUpgrade completes the record of an upgrade to next.Version (rec carries what every kind shares).
+func decideUpgrade(rec *operation.Record, old, next *Spec, st UpdateState) (UpdateDecision, error) {
+	to, image, err := upgradeTarget(next.Version, st)
+	if err != nil {
+		return UpdateDecision{}, err
+	}
+	rec.Replicas = old.Replicas(st.DefaultWorkerCount)
+	if to != "" {
+		rec.From, rec.To, rec.ReleaseImage, rec.Phase = st.CompletedVersion, to, image, operation.PhaseControlPlane
+		return UpdateDecision{Spec: next, Operation: rec}, nil
+	}
+	// The version the cluster runs. After a refused upgrade that never started (the operator never took its
+	// release: desired ≠ spec), going back restores the running release; one that started cannot go back.
+	switch {
+	case st.SpecImage != "" && st.DesiredImage != "" && st.SpecImage != st.DesiredImage:
+		rec.From, rec.To, rec.ReleaseImage, rec.Phase = st.SpecVersion, st.CompletedVersion, st.DesiredImage, operation.PhaseControlPlane
+		return UpdateDecision{Spec: next, Operation: rec}, nil
+	case st.Operation != nil && st.Operation.Kind == operation.Upgrade && st.Operation.To != st.CompletedVersion && !st.Operation.Open():
+		return UpdateDecision{}, &Error{Kind: KindUnprocessable, Message: fmt.Sprintf("version %s: the upgrade to %s has started and cannot be reverted (OpenShift cannot go back); retry %s", next.Version, st.Operation.To, st.Operation.To),
+			Fields: []FieldError{{Field: "spec.version", Message: "an upgrade that started cannot be reverted"}}}
+	}
+	return UpdateDecision{Spec: next}, nil // the requested version names the release the cluster runs
 }
 
 // touches reports whether the patch names the field an operation kind changes.
@@ -174,49 +172,6 @@ func touches(patch map[string]any, kind operation.Kind) bool {
 		}
 	}
 	return false
-}
-
-// parsePatch reads the body: a JSON object with "spec" (an object) and nothing else.
-func parsePatch(body []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var top map[string]any
-	if err := dec.Decode(&top); err != nil {
-		return nil, Invalid("request body is not a JSON object: %s", jsonErr(err))
-	}
-	if dec.More() {
-		return nil, Invalid("request body has data after the JSON object")
-	}
-	for k := range top {
-		if k != "spec" {
-			return nil, InvalidFields([]FieldError{{k, "unknown field: an update is a merge patch of {\"spec\": {…}}"}})
-		}
-	}
-	spec, ok := top["spec"].(map[string]any)
-	if !ok {
-		return nil, InvalidFields([]FieldError{{"spec", "must be an object"}})
-	}
-	return spec, nil
-}
-
-// mergePatch applies an RFC 7396 merge patch (null removes a key; objects merge; anything else replaces).
-func mergePatch(target map[string]any, patch map[string]any) map[string]any {
-	out := make(map[string]any, len(target))
-	for k, v := range target {
-		out[k] = v
-	}
-	for k, v := range patch {
-		switch pv := v.(type) {
-		case nil:
-			delete(out, k)
-		case map[string]any:
-			t, _ := out[k].(map[string]any)
-			out[k] = mergePatch(t, pv)
-		default:
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // mutablePaths are the spec fields an update may change (the table of docs/day2.md, section "API"); every other

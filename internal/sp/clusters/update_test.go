@@ -1,12 +1,14 @@
-package clusters
+package clusters_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/wire"
 )
 
 func testCatalog() versions.Catalog {
@@ -17,30 +19,42 @@ func testCatalog() versions.Catalog {
 	return versions.NewCatalog(versions.DefaultMatrix(), sets, nil)
 }
 
-// stored is a spec as Create stores it (ParseSpec's JSON).
+var sc = clusters.SpecContext{Namespace: "clusters", AgentNamespace: "hardware-inventory", DefaultPlatform: "kubevirt"}
+
+// stored is a spec as Create stores it (its canonical JSON).
 func stored(t *testing.T, body string) string {
 	t.Helper()
-	s, err := ParseSpec([]byte(body), sc)
+	s, err := wire.ParseSpec([]byte(body), sc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s.JSON
 }
 
+// decide decides a PATCH body as the SP does: decoded and merged by the wire, decided by the domain.
+func decide(t *testing.T, body string, st clusters.UpdateState) (clusters.UpdateDecision, error) {
+	t.Helper()
+	p, err := wire.DecodePatch([]byte(body), st.StoredSpec)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", body, err)
+	}
+	return clusters.DecideUpdate(p, sc, st)
+}
+
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 func TestDecideUpdate(t *testing.T) {
 	spec := stored(t, `{"spec":{"version":"4.17","metadata":{"name":"c1","labels":{"team":"a"}},"nodes":{"workers":{"count":3,"cpu":4,"memory":"16GB","storage":"120GB"}},"provider_hints":{"acm":{"platform":"kubevirt"}}}}`)
-	base := func() UpdateState {
-		return UpdateState{StoredSpec: spec, EverCompleted: true, CompletedVersion: "4.17.12", NodePoolVersions: []string{"4.17.12"},
+	base := func() clusters.UpdateState {
+		return clusters.UpdateState{StoredSpec: spec, EverCompleted: true, CompletedVersion: "4.17.12", NodePoolVersions: []string{"4.17.12"},
 			Catalog: testCatalog(), DefaultWorkerCount: 2, HCGeneration: 4, Now: t0, Timeout: 90 * time.Minute, OperationID: "op-2"}
 	}
 	running := &operation.Record{ID: "op-1", Kind: operation.Upgrade, To: "4.18.22", Phase: operation.PhaseNodePools}
 	cases := []struct {
 		name     string
 		body     string
-		state    func(*UpdateState)
-		kind     Kind // 0 with wantOp "": success
+		state    func(*clusters.UpdateState)
+		kind     clusters.Kind // 0 with wantOp "": success
 		reason   string
 		errHas   string
 		field    string
@@ -56,35 +70,33 @@ func TestDecideUpdate(t *testing.T) {
 		{name: "z-stream", body: `{"spec":{"version":"4.17.29"}}`, wantOp: operation.Upgrade, wantTo: "4.17.29"},
 		{name: "resize", body: `{"spec":{"nodes":{"workers":{"memory":"32GB"}}}}`, wantOp: operation.Resize, wantFrom: "cpu=4,memory=16Gi,storage=120Gi", wantTo: "cpu=4,memory=32Gi,storage=120Gi"},
 		{name: "replay of the stored spec changes nothing", body: `{"spec":{"version":"4.17","nodes":{"workers":{"count":3}},"metadata":{"name":"c1"}}}`, noop: true},
-		{name: "replay while an operation runs starts nothing", body: `{"spec":{"nodes":{"workers":{"count":3}}}}`, state: func(s *UpdateState) { s.Operation = running }, noop: true},
+		{name: "replay while an operation runs starts nothing", body: `{"spec":{"nodes":{"workers":{"count":3}}}}`, state: func(s *clusters.UpdateState) { s.Operation = running }, noop: true},
 		{name: "an equivalent size is stored, nothing starts", body: `{"spec":{"nodes":{"workers":{"memory":"16Gi"}}}}`, specOnly: true},
 		{name: "a version naming the running release", body: `{"spec":{"version":"4.17.12"}}`, specOnly: true},
-		{name: "immutable name", body: `{"spec":{"metadata":{"name":"c2"}}}`, kind: KindInvalid, field: "spec.metadata.name", errHas: "immutable"},
-		{name: "immutable platform", body: `{"spec":{"provider_hints":{"acm":{"platform":"baremetal"}}}}`, kind: KindInvalid, field: "spec.provider_hints.acm.platform"},
-		{name: "immutable control plane count", body: `{"spec":{"nodes":{"control_plane":{"count":1}}}}`, kind: KindInvalid, field: "spec.nodes.control_plane.count"},
-		{name: "immutable labels removed with null", body: `{"spec":{"metadata":{"labels":null}}}`, kind: KindInvalid, field: "spec.metadata.labels.team"},
-		{name: "pull secret", body: `{"spec":{"pull_secret":"eyJ9"}}`, kind: KindInvalid, field: "spec.pull_secret"},
-		{name: "not a spec patch", body: `{"version":"4.18"}`, kind: KindInvalid, field: "version"},
-		{name: "not JSON", body: `{"spec":`, kind: KindInvalid},
-		{name: "invalid count", body: `{"spec":{"nodes":{"workers":{"count":0}}}}`, kind: KindInvalid, field: "spec.nodes.workers.count"},
-		{name: "two operations at once", body: `{"spec":{"version":"4.18","nodes":{"workers":{"count":5}}}}`, kind: KindUnprocessable, errHas: "one operation per request"},
-		{name: "another operation in progress", body: `{"spec":{"nodes":{"workers":{"count":5}}}}`, state: func(s *UpdateState) { s.Operation = running }, kind: KindConflict, reason: ReasonAborted, errHas: "upgrade to 4.18.22 (phase node-pools)"},
-		{name: "deleting", body: `{"spec":{"nodes":{"workers":{"count":5}}}}`, state: func(s *UpdateState) { s.Deleting = true }, kind: KindConflict, reason: ReasonFailedPrecondition, errHas: "being deleted"},
-		{name: "never completed", body: `{"spec":{"nodes":{"workers":{"count":5}}}}`, state: func(s *UpdateState) { s.EverCompleted = false }, kind: KindConflict, reason: ReasonFailedPrecondition, errHas: "not completed"},
-		{name: "after a failed operation a retry is allowed", body: `{"spec":{"nodes":{"workers":{"count":5}}}}`, state: func(s *UpdateState) {
+		{name: "immutable name", body: `{"spec":{"metadata":{"name":"c2"}}}`, kind: clusters.KindInvalid, field: "spec.metadata.name", errHas: "immutable"},
+		{name: "immutable platform", body: `{"spec":{"provider_hints":{"acm":{"platform":"baremetal"}}}}`, kind: clusters.KindInvalid, field: "spec.provider_hints.acm.platform"},
+		{name: "immutable control plane count", body: `{"spec":{"nodes":{"control_plane":{"count":1}}}}`, kind: clusters.KindInvalid, field: "spec.nodes.control_plane.count"},
+		{name: "immutable labels removed with null", body: `{"spec":{"metadata":{"labels":null}}}`, kind: clusters.KindInvalid, field: "spec.metadata.labels.team"},
+		{name: "pull secret", body: `{"spec":{"pull_secret":"eyJ9"}}`, kind: clusters.KindInvalid, field: "spec.pull_secret"},
+		{name: "invalid count", body: `{"spec":{"nodes":{"workers":{"count":0}}}}`, kind: clusters.KindInvalid, field: "spec.nodes.workers.count"},
+		{name: "two operations at once", body: `{"spec":{"version":"4.18","nodes":{"workers":{"count":5}}}}`, kind: clusters.KindUnprocessable, errHas: "one operation per request"},
+		{name: "another operation in progress", body: `{"spec":{"nodes":{"workers":{"count":5}}}}`, state: func(s *clusters.UpdateState) { s.Operation = running }, kind: clusters.KindConflict, reason: clusters.ReasonAborted, errHas: "upgrade to 4.18.22 (phase node-pools)"},
+		{name: "deleting", body: `{"spec":{"nodes":{"workers":{"count":5}}}}`, state: func(s *clusters.UpdateState) { s.Deleting = true }, kind: clusters.KindConflict, reason: clusters.ReasonFailedPrecondition, errHas: "being deleted"},
+		{name: "never completed", body: `{"spec":{"nodes":{"workers":{"count":5}}}}`, state: func(s *clusters.UpdateState) { s.EverCompleted = false }, kind: clusters.KindConflict, reason: clusters.ReasonFailedPrecondition, errHas: "not completed"},
+		{name: "after a failed operation a retry is allowed", body: `{"spec":{"nodes":{"workers":{"count":5}}}}`, state: func(s *clusters.UpdateState) {
 			s.Operation = &operation.Record{Kind: operation.Scale, To: "5", Phase: operation.PhaseFailed}
 		}, wantOp: operation.Scale, wantTo: "5"},
-		{name: "downgrade", body: `{"spec":{"version":"4.16"}}`, kind: KindInvalid, field: "spec.version", errHas: "downgrades are not supported"},
-		{name: "two minors ahead", body: `{"spec":{"version":"4.19"}}`, kind: KindUnprocessable, field: "spec.version", errHas: "valid targets: 4.17.29, 4.18.1, 4.18.22"},
-		{name: "unknown patch lists the targets", body: `{"spec":{"version":"4.18.7"}}`, kind: KindUnprocessable, errHas: "valid targets from 4.17.12: 4.17.29, 4.18.1, 4.18.22"},
-		{name: "not a version", body: `{"spec":{"version":"latest"}}`, kind: KindInvalid, field: "spec.version"},
-		{name: "NodePool skew beyond N-2", body: `{"spec":{"version":"4.18"}}`, state: func(s *UpdateState) { s.NodePoolVersions = []string{"4.15.8"} }, kind: KindUnprocessable, errHas: "more than 2 minors behind"},
-		{name: "y-stream blocked by the CVO", body: `{"spec":{"version":"4.18"}}`, state: func(s *UpdateState) { s.Upgradeable = "AdminAckRequired: ack the API removals" }, kind: KindUnprocessable, errHas: "AdminAckRequired: ack the API removals"},
+		{name: "downgrade", body: `{"spec":{"version":"4.16"}}`, kind: clusters.KindInvalid, field: "spec.version", errHas: "downgrades are not supported"},
+		{name: "two minors ahead", body: `{"spec":{"version":"4.19"}}`, kind: clusters.KindUnprocessable, field: "spec.version", errHas: "valid targets: 4.17.29, 4.18.1, 4.18.22"},
+		{name: "unknown patch lists the targets", body: `{"spec":{"version":"4.18.7"}}`, kind: clusters.KindUnprocessable, errHas: "valid targets from 4.17.12: 4.17.29, 4.18.1, 4.18.22"},
+		{name: "not a version", body: `{"spec":{"version":"latest"}}`, kind: clusters.KindInvalid, field: "spec.version"},
+		{name: "NodePool skew beyond N-2", body: `{"spec":{"version":"4.18"}}`, state: func(s *clusters.UpdateState) { s.NodePoolVersions = []string{"4.15.8"} }, kind: clusters.KindUnprocessable, errHas: "more than 2 minors behind"},
+		{name: "y-stream blocked by the CVO", body: `{"spec":{"version":"4.18"}}`, state: func(s *clusters.UpdateState) { s.Upgradeable = "AdminAckRequired: ack the API removals" }, kind: clusters.KindUnprocessable, errHas: "AdminAckRequired: ack the API removals"},
 		{name: "autoscaling on (the count removed in the same patch)", body: `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":2,"max":5}}}}}`, wantOp: operation.Scale, wantFrom: "3", wantTo: "autoscaling 2-5"},
-		{name: "autoscaling and a count", body: `{"spec":{"provider_hints":{"acm":{"autoscaling":{"min":2,"max":5}}}}}`, kind: KindInvalid, field: "spec.nodes.workers.count"},
-		{name: "autoscaling min 0", body: `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":0,"max":5}}}}}`, kind: KindInvalid, field: "spec.provider_hints.acm.autoscaling.min"},
-		{name: "autoscaling max below min", body: `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":4,"max":2}}}}}`, kind: KindInvalid, field: "spec.provider_hints.acm.autoscaling.max"},
-		{name: "z-stream passes the CVO's block", body: `{"spec":{"version":"4.17.29"}}`, state: func(s *UpdateState) { s.Upgradeable = "AdminAckRequired: x" }, wantOp: operation.Upgrade, wantTo: "4.17.29"},
+		{name: "autoscaling and a count", body: `{"spec":{"provider_hints":{"acm":{"autoscaling":{"min":2,"max":5}}}}}`, kind: clusters.KindInvalid, field: "spec.nodes.workers.count"},
+		{name: "autoscaling min 0", body: `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":0,"max":5}}}}}`, kind: clusters.KindInvalid, field: "spec.provider_hints.acm.autoscaling.min"},
+		{name: "autoscaling max below min", body: `{"spec":{"nodes":{"workers":{"count":null}},"provider_hints":{"acm":{"autoscaling":{"min":4,"max":2}}}}}`, kind: clusters.KindInvalid, field: "spec.provider_hints.acm.autoscaling.max"},
+		{name: "z-stream passes the CVO's block", body: `{"spec":{"version":"4.17.29"}}`, state: func(s *clusters.UpdateState) { s.Upgradeable = "AdminAckRequired: x" }, wantOp: operation.Upgrade, wantTo: "4.17.29"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,9 +104,9 @@ func TestDecideUpdate(t *testing.T) {
 			if tc.state != nil {
 				tc.state(&st)
 			}
-			d, err := DecideUpdate([]byte(tc.body), sc, st)
+			d, err := decide(t, tc.body, st)
 			if tc.kind != 0 || (tc.wantOp == "" && !tc.noop && !tc.specOnly) {
-				var e *Error
+				var e *clusters.Error
 				if err == nil || !asError(err, &e) {
 					t.Fatalf("want a %v error, got %v (decision %+v)", tc.kind, err, d)
 				}
@@ -140,16 +152,16 @@ func TestDecideUpdate(t *testing.T) {
 // The resolved version is stored as requested: a replay compares the requested string, so a ClusterImageSet added
 // later never starts a second upgrade.
 func TestUpgradeReplayComparesTheRequestedString(t *testing.T) {
-	st := UpdateState{StoredSpec: stored(t, `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`), EverCompleted: true, CompletedVersion: "4.18.1",
+	st := clusters.UpdateState{StoredSpec: stored(t, `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`), EverCompleted: true, CompletedVersion: "4.18.1",
 		Catalog: testCatalog(), DefaultWorkerCount: 2, Now: t0, Timeout: time.Hour}
-	d, err := DecideUpdate([]byte(`{"spec":{"version":"4.18"}}`), sc, st)
+	d, err := decide(t, `{"spec":{"version":"4.18"}}`, st)
 	if err != nil || d.Spec != nil {
 		t.Fatalf("replay: %+v %v", d, err)
 	}
 }
 
-func asError(err error, e **Error) bool {
-	x, ok := err.(*Error)
+func asError(err error, e **clusters.Error) bool {
+	x, ok := err.(*clusters.Error)
 	*e = x
 	return ok
 }
@@ -160,43 +172,47 @@ func TestDecideUpdateAfterAFailure(t *testing.T) {
 	const img418, img417 = "quay.io/openshift-release-dev/ocp-release:4.18.22-multi", "quay.io/openshift-release-dev/ocp-release:4.17.12-multi"
 	failedUpgrade := &operation.Record{ID: "op-1", Kind: operation.Upgrade, From: "4.17.12", To: "4.18.22", Phase: operation.PhaseFailed}
 	failedScale := &operation.Record{ID: "op-1", Kind: operation.Scale, From: "3", To: "5", Phase: operation.PhaseFailed}
-	base := UpdateState{EverCompleted: true, CompletedVersion: "4.17.12", Catalog: testCatalog(), DefaultWorkerCount: 2, Now: t0, Timeout: time.Hour, OperationID: "op-2"}
+	base := clusters.UpdateState{EverCompleted: true, CompletedVersion: "4.17.12", Catalog: testCatalog(), DefaultWorkerCount: 2, Now: t0, Timeout: time.Hour, OperationID: "op-2"}
 	cases := []struct {
 		name, stored, body string
-		state              func(*UpdateState)
+		state              func(*clusters.UpdateState)
 		wantKind           operation.Kind
 		wantTo, wantImage  string
 		wantFrom           string
 		errHas             string
 	}{
 		{name: "retry of a failed upgrade", stored: `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`, body: `{"spec":{"version":"4.18"}}`,
-			state: func(s *UpdateState) { s.Operation, s.SpecImage, s.DesiredImage = failedUpgrade, img418, img417 }, wantKind: operation.Upgrade, wantTo: "4.18.22", wantImage: img418},
+			state: func(s *clusters.UpdateState) {
+				s.Operation, s.SpecImage, s.DesiredImage = failedUpgrade, img418, img417
+			}, wantKind: operation.Upgrade, wantTo: "4.18.22", wantImage: img418},
 		{name: "revert of an upgrade that never started restores the running release", stored: `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`, body: `{"spec":{"version":"4.17.12"}}`,
-			state: func(s *UpdateState) {
+			state: func(s *clusters.UpdateState) {
 				s.Operation, s.SpecImage, s.DesiredImage, s.SpecVersion = failedUpgrade, img418, img417, "4.18.22"
 			}, wantKind: operation.Upgrade, wantTo: "4.17.12", wantImage: img417, wantFrom: "4.18.22"},
 		{name: "an upgrade that started cannot be reverted", stored: `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`, body: `{"spec":{"version":"4.17.12"}}`,
-			state: func(s *UpdateState) { s.Operation, s.SpecImage, s.DesiredImage = failedUpgrade, img418, img418 }, errHas: "has started and cannot be reverted"},
+			state: func(s *clusters.UpdateState) {
+				s.Operation, s.SpecImage, s.DesiredImage = failedUpgrade, img418, img418
+			}, errHas: "has started and cannot be reverted"},
 		{name: "a replay after a success is no retry", stored: `{"spec":{"version":"4.18","metadata":{"name":"c1"}}}`, body: `{"spec":{"version":"4.18"}}`,
-			state: func(s *UpdateState) {
+			state: func(s *clusters.UpdateState) {
 				s.Operation = &operation.Record{Kind: operation.Upgrade, To: "4.18.22", Phase: operation.PhaseDone}
 				s.CompletedVersion = "4.18.22"
 			}},
 		{name: "retry of a failed scale", stored: `{"spec":{"version":"4.17","metadata":{"name":"c1"},"nodes":{"workers":{"count":5}}}}`, body: `{"spec":{"nodes":{"workers":{"count":5}}}}`,
-			state: func(s *UpdateState) { s.Operation = failedScale }, wantKind: operation.Scale, wantTo: "5", wantFrom: "3"},
+			state: func(s *clusters.UpdateState) { s.Operation = failedScale }, wantKind: operation.Scale, wantTo: "5", wantFrom: "3"},
 		{name: "autoscaling off again", stored: `{"spec":{"version":"4.17","metadata":{"name":"c1"},"provider_hints":{"acm":{"autoscaling":{"min":2,"max":5}}}}}`, body: `{"spec":{"nodes":{"workers":{"count":4}},"provider_hints":{"acm":{"autoscaling":null}}}}`,
-			state: func(*UpdateState) {}, wantKind: operation.Scale, wantTo: "4", wantFrom: "autoscaling 2-5"},
+			state: func(*clusters.UpdateState) {}, wantKind: operation.Scale, wantTo: "4", wantFrom: "autoscaling 2-5"},
 		{name: "another field after a failed scale is no retry of it", stored: `{"spec":{"version":"4.17","metadata":{"name":"c1"},"nodes":{"workers":{"count":5}}}}`, body: `{"spec":{"version":"4.17"}}`,
-			state: func(s *UpdateState) { s.Operation = failedScale }},
+			state: func(s *clusters.UpdateState) { s.Operation = failedScale }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := base
 			st.StoredSpec = stored(t, c.stored)
 			c.state(&st)
-			d, err := DecideUpdate([]byte(c.body), sc, st)
+			d, err := decide(t, c.body, st)
 			if c.errHas != "" {
-				if err == nil || !strings.Contains(err.Error(), c.errHas) || KindOf(err) != KindUnprocessable {
+				if err == nil || !strings.Contains(err.Error(), c.errHas) || clusters.KindOf(err) != clusters.KindUnprocessable {
 					t.Fatalf("got %v, want a 422 containing %q", err, c.errHas)
 				}
 				return

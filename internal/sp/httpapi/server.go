@@ -52,6 +52,8 @@ type Server struct {
 	// problemURIs: problem documents carry RFC 9457 type URIs instead of codes.
 	problemURIs bool
 	encodings   *encodingCache
+	// unclassified gives an error without a domain kind its kind (Options.Unclassified).
+	unclassified func(error) *clusters.Error
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -63,6 +65,10 @@ type Options struct {
 	// ProblemTypeURIs makes problem documents carry RFC 9457 type URIs (https://dcm-project.github.io/problems/…)
 	// instead of codes (configuration problemTypes).
 	ProblemTypeURIs bool
+	// Unclassified gives an error that reached the API without a domain kind (a failure of the hub the service did
+	// not classify where it happened) its kind and message: the application passes hub.Failure, which knows the API
+	// server's errors, so that this package knows only the domain's. Default: an internal error.
+	Unclassified func(error) *clusters.Error
 }
 
 // NewServer returns the API server.
@@ -74,8 +80,13 @@ func NewServer(svc Clusters, health Health, guard Guard, o Options) *Server {
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 20 * time.Second
 	}
+	if o.Unclassified == nil {
+		o.Unclassified = func(err error) *clusters.Error {
+			return &clusters.Error{Kind: clusters.KindInternal, Message: "the request failed", Err: err}
+		}
+	}
 	return &Server{svc: svc, health: health, guard: guard, log: log, audits: log.With("log", "audit"), requestTimeout: o.RequestTimeout,
-		problemURIs: o.ProblemTypeURIs, encodings: newEncodingCache()}
+		problemURIs: o.ProblemTypeURIs, encodings: newEncodingCache(), unclassified: o.Unclassified}
 }
 
 // RequestTimeout is every API request's deadline.

@@ -18,6 +18,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/wire"
 )
 
 // The cache keeps trimmed HostedClusters and NodePools (trim.go). Whatever the SP shows or decides from a cluster's
@@ -87,7 +88,7 @@ func TestTrimChangesNothingTheSPReads(t *testing.T) {
 }
 
 func rendered(t *testing.T) (*hyperv1.HostedCluster, *hyperv1.NodePool) {
-	spec, err := clusters.ParseSpec([]byte(`{"metadata":{"name":"trim"},"version":"4.17","nodes":{"workers":{"count":2}}}`),
+	spec, err := wire.ParseSpec([]byte(`{"metadata":{"name":"trim"},"version":"4.17","nodes":{"workers":{"count":2}}}`),
 		clusters.SpecContext{Namespace: "clusters", DefaultPlatform: "kubevirt"})
 	if err != nil {
 		t.Fatal(err)

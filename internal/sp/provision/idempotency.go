@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/wire"
 )
 
 // errDifferentSpec marks a conflict of an instance id that exists (or is being created) with another spec: a 409
@@ -45,7 +46,7 @@ func (s *Service) Create(ctx context.Context, id, key string, body []byte) (*clu
 			return nil, false, err
 		}
 	}
-	spec, err := clusters.ParseSpec(body, s.cfg.Spec)
+	spec, err := wire.ParseSpec(body, s.cfg.Spec)
 	if err != nil {
 		return nil, false, err
 	}

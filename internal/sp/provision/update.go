@@ -22,6 +22,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/wire"
 )
 
 // Update accepts a day-2 change (docs/day2.md): everything that can refuse it is checked first (If-Match, the
@@ -124,7 +125,11 @@ func (s *Service) decideUpdate(ctx context.Context, v clusters.View, body []byte
 	for _, np := range v.NodePools {
 		st.NodePoolVersions = append(st.NodePoolVersions, np.Status.Version)
 	}
-	return clusters.DecideUpdate(body, s.cfg.Spec, st)
+	patch, err := wire.DecodePatch(body, st.StoredSpec)
+	if err != nil {
+		return clusters.UpdateDecision{}, err
+	}
+	return clusters.DecideUpdate(patch, s.cfg.Spec, st)
 }
 
 // recordUpdate checks and reserves what a bare-metal change needs, then writes the new spec and the operation
