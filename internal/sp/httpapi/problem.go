@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
@@ -90,7 +90,7 @@ func writeProblemType(w http.ResponseWriter, r *http.Request, status int, typ, d
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var de *clusters.Error
 	if !errors.As(err, &de) {
-		de = hub.Failure(err, "the request failed") // a hub failure that was not classified where it happened
+		de = hubapi.Failure(err, "the request failed") // a hub failure that was not classified where it happened
 	}
 	status := statusOf(de.Kind)
 	if errors.Is(err, context.DeadlineExceeded) && status == http.StatusInternalServerError {

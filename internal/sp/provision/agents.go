@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 )
@@ -43,7 +43,7 @@ func (s *Service) checkAgentSupply(ctx context.Context, id string, spec *cluster
 	}
 	agents, err := s.hub.Agents(ctx)
 	if err != nil {
-		return hub.Failure(err, "reading Agents")
+		return hubapi.Failure(err, "reading Agents")
 	}
 	req := requirements(id, spec)
 	if len(inventory.Eligible(agents, req)) < need {
@@ -59,7 +59,7 @@ func (s *Service) checkAgentSupply(ctx context.Context, id string, spec *cluster
 func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Spec, need int, ch *changes) error {
 	agents, err := s.hub.Agents(ctx)
 	if err != nil {
-		return hub.Failure(err, "reading Agents")
+		return hubapi.Failure(err, "reading Agents")
 	}
 	have := 0
 	for _, a := range agents {
@@ -73,7 +73,7 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 	// The cache may not show this instance's latest claims yet (a previous reconcile's, moments ago): count them
 	// on the API server before claiming more.
 	if have, err = s.reservedOnHub(ctx, id); err != nil {
-		return hub.Failure(err, "reading Agents")
+		return hubapi.Failure(err, "reading Agents")
 	}
 	if have >= need {
 		return nil
@@ -88,7 +88,7 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 		}
 		ok, err := s.claimAgent(ctx, a.Name, id, req)
 		if err != nil {
-			return hub.Failure(err, "reserving Agent %s", a.Name)
+			return hubapi.Failure(err, "reserving Agent %s", a.Name)
 		}
 		if ok {
 			have++
@@ -107,7 +107,7 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 // reservedOnHub counts the Agents carrying the instance's id on the API server.
 func (s *Service) reservedOnHub(ctx context.Context, id string) (int, error) {
 	var list unstructured.UnstructuredList
-	list.SetGroupVersionKind(hub.AgentGVK.GroupVersion().WithKind("AgentList"))
+	list.SetGroupVersionKind(hubapi.AgentGVK.GroupVersion().WithKind("AgentList"))
 	if err := s.hub.Client.List(ctx, &list, client.InNamespace(s.hub.AgentNamespace()), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
 		return 0, err
 	}
@@ -223,6 +223,6 @@ func (s *Service) sweepAgents(ctx context.Context, known func(string) bool, now 
 
 func agentObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(hub.AgentGVK)
+	u.SetGroupVersionKind(hubapi.AgentGVK)
 	return u
 }

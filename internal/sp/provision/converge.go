@@ -19,6 +19,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
@@ -168,16 +169,16 @@ func (s *Service) createChild(ctx context.Context, hc *hyperv1.HostedCluster, o 
 	case apierrors.IsAlreadyExists(err):
 		existing := o.DeepCopyObject().(client.Object)
 		if gerr := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(o), existing); gerr != nil {
-			return hub.Failure(gerr, "reading %s %s", kindOf(o), o.GetName())
+			return hubapi.Failure(gerr, "reading %s %s", kindOf(o), o.GetName())
 		}
 		if other := meta.InstanceID(existing.GetLabels()); other != meta.InstanceID(hc.Labels) {
 			return nameTaken(hc.Name, other, kindOf(o))
 		}
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
-		return hub.Rejected(err, kindOf(o), o.GetName())
+		return hubapi.Rejected(err, kindOf(o), o.GetName())
 	}
-	return hub.Failure(err, "creating %s %s", kindOf(o), o.GetName())
+	return hubapi.Failure(err, "creating %s %s", kindOf(o), o.GetName())
 }
 
 // createManagedCluster creates the cluster-scoped ManagedCluster (not ownable by a namespaced HostedCluster).
@@ -197,9 +198,9 @@ func (s *Service) createManagedCluster(ctx context.Context, id string, objs rend
 		}
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
-		return hub.Rejected(err, "ManagedCluster", mc.Name)
+		return hubapi.Rejected(err, "ManagedCluster", mc.Name)
 	}
-	return hub.Failure(err, "creating ManagedCluster %s", mc.Name)
+	return hubapi.Failure(err, "creating ManagedCluster %s", mc.Name)
 }
 
 // ensureKlusterletAddonConfig creates the cluster's KAC once ACM's namespace for it exists (when ACM objects are

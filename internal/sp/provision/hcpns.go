@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 )
 
 // ControlPlaneNamespace is the namespace HyperShift puts a HostedCluster's control plane in: "<namespace>-<name>",
@@ -101,7 +101,7 @@ func (s *Service) controlPlaneNamespaceState(ctx context.Context, name string) (
 		})
 	}
 	if err := parallel(steps...); err != nil {
-		return "", nil, "", hub.Failure(err, "checking the control plane namespace %s of cluster %q", cpNamespace, name)
+		return "", nil, "", hubapi.Failure(err, "checking the control plane namespace %s of cluster %q", cpNamespace, name)
 	}
 	for i, r := range rivals {
 		if found[i] {

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
@@ -39,14 +39,14 @@ func (s *Service) lockInstance(ctx context.Context, id string, spec *clusters.Sp
 			ch.add(lock)
 			return nil
 		case !apierrors.IsAlreadyExists(err):
-			return hub.Failure(err, "creating the lock of instance %s", id)
+			return hubapi.Failure(err, "creating the lock of instance %s", id)
 		}
 		var got corev1.ConfigMap
 		if err := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(lock), &got); err != nil {
 			if apierrors.IsNotFound(err) && attempt < 3 {
 				continue // released meanwhile
 			}
-			return hub.Failure(err, "reading the lock of instance %s", id)
+			return hubapi.Failure(err, "reading the lock of instance %s", id)
 		}
 		if got.Annotations[meta.AnnotationSpec] == spec.JSON && got.DeletionTimestamp == nil {
 			return nil // this request's retry, or the same request on another replica: the HostedCluster decides
@@ -62,7 +62,7 @@ func (s *Service) lockInstance(ctx context.Context, id string, spec *clusters.Sp
 			return differentSpec("instance %s exists with a different spec", id)
 		}
 		if err := s.deleteCreated(ctx, &got); err != nil {
-			return hub.Failure(err, "removing the stale lock of instance %s", id)
+			return hubapi.Failure(err, "removing the stale lock of instance %s", id)
 		}
 		s.log.Info("removed a stale instance lock", "id", id)
 	}
@@ -85,7 +85,7 @@ func (s *Service) staleLock(ctx context.Context, lock *corev1.ConfigMap) (bool, 
 		case err == nil && hc.UID == ref.UID:
 			return false, nil
 		case err != nil && !apierrors.IsNotFound(err):
-			return false, hub.Failure(err, "reading HostedCluster %s", ref.Name)
+			return false, hubapi.Failure(err, "reading HostedCluster %s", ref.Name)
 		}
 	}
 	return true, nil

@@ -37,6 +37,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
@@ -177,7 +178,7 @@ func (s *Service) Kubeconfig(ctx context.Context, c *clusters.Cluster) ([]byte, 
 	}
 	data, err := s.hub.Kubeconfig(ctx, c.Kubeconfig)
 	if err != nil {
-		return nil, hub.Failure(err, "reading the admin kubeconfig of cluster %s", c.ID)
+		return nil, hubapi.Failure(err, "reading the admin kubeconfig of cluster %s", c.ID)
 	}
 	return data, nil
 }
@@ -335,9 +336,9 @@ func (s *Service) hostedClusterCollision(ctx context.Context, id string, spec *c
 		c, err := s.replay(s.liveView(ctx, id, &got), spec)
 		return c, false, err
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
-		return nil, false, hub.Rejected(err, "HostedCluster", hc.Name)
+		return nil, false, hubapi.Rejected(err, "HostedCluster", hc.Name)
 	}
-	return nil, false, hub.Failure(err, "creating HostedCluster %s", hc.Name)
+	return nil, false, hubapi.Failure(err, "creating HostedCluster %s", hc.Name)
 }
 
 func nameTaken(name, other, kind string) error {
@@ -367,7 +368,7 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 				return false, nil
 			}
-			return false, hub.Failure(err, "checking whether name %q is free", name)
+			return false, hubapi.Failure(err, "checking whether name %q is free", name)
 		}
 		if other := meta.InstanceID(obj.GetLabels()); other != id || !meta.Ours(s.cfg.Provider, obj.GetLabels()) {
 			if obj.GetDeletionTimestamp() != nil {
@@ -411,7 +412,7 @@ func (s *Service) checkNameFree(ctx context.Context, id, name string) (*hyperv1.
 func (s *Service) liveHostedCluster(ctx context.Context, id string) (*hyperv1.HostedCluster, error) {
 	var list hyperv1.HostedClusterList
 	if err := s.hub.Client.List(ctx, &list, client.InNamespace(s.hub.Namespace()), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
-		return nil, hub.Failure(err, "looking up cluster %s", id)
+		return nil, hubapi.Failure(err, "looking up cluster %s", id)
 	}
 	for i := range list.Items {
 		if meta.Ours(s.cfg.Provider, list.Items[i].Labels) {
@@ -450,7 +451,7 @@ func (s *Service) liveView(ctx context.Context, id string, hc *hyperv1.HostedClu
 func (s *Service) catalog(ctx context.Context) (versions.Catalog, error) {
 	sets, err := s.hub.ImageSets(ctx)
 	if err != nil {
-		return versions.Catalog{}, hub.Failure(err, "reading ClusterImageSets")
+		return versions.Catalog{}, hubapi.Failure(err, "reading ClusterImageSets")
 	}
 	supported, ok := s.hub.SupportedVersions(ctx)
 	if !ok {
@@ -532,7 +533,7 @@ func (s *Service) pullSecret(ctx context.Context, spec *clusters.Spec) ([]byte, 
 	}
 	data, err := s.cfg.PullSecret(ctx)
 	if err != nil {
-		return nil, hub.Failure(err, "reading the configured pull secret")
+		return nil, hubapi.Failure(err, "reading the configured pull secret")
 	}
 	return data, nil
 }
@@ -540,7 +541,7 @@ func (s *Service) pullSecret(ctx context.Context, spec *clusters.Spec) ([]byte, 
 func newEtcdKey() ([]byte, error) {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
-		return nil, hub.Failure(err, "generating the etcd encryption key")
+		return nil, hubapi.Failure(err, "generating the etcd encryption key")
 	}
 	return key, nil
 }
@@ -581,7 +582,7 @@ func (s *Service) hostingClusterName(ctx context.Context) string {
 func transient(err error) bool {
 	var de *clusters.Error
 	if !errors.As(err, &de) {
-		de = hub.Failure(err, "")
+		de = hubapi.Failure(err, "")
 	}
 	return de.Kind == clusters.KindUnavailable || de.Kind == clusters.KindTimeout
 }
@@ -766,7 +767,7 @@ func (s *Service) Delete(ctx context.Context, id, key string) error {
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
-		return hub.Failure(err, "annotating HostedCluster %s for clean-up", hc.Name)
+		return hubapi.Failure(err, "annotating HostedCluster %s for clean-up", hc.Name)
 	}
 	target := &hyperv1.HostedCluster{}
 	target.Namespace, target.Name = hc.Namespace, hc.Name
@@ -774,11 +775,11 @@ func (s *Service) Delete(ctx context.Context, id, key string) error {
 		if apierrors.IsNotFound(err) {
 			return clusters.NotFound("cluster %s not found", id)
 		}
-		return hub.Failure(err, "annotating HostedCluster %s for clean-up", hc.Name)
+		return hubapi.Failure(err, "annotating HostedCluster %s for clean-up", hc.Name)
 	}
 	uid := hc.UID
 	if err := s.hub.Client.Delete(ctx, target, client.PropagationPolicy("Background"), client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-		return hub.Failure(err, "deleting HostedCluster %s", hc.Name)
+		return hubapi.Failure(err, "deleting HostedCluster %s", hc.Name)
 	}
 	s.log.Info("cluster deletion started", "id", id, "name", hc.Name)
 	// Read-your-writes: wait (bounded) until the cache shows the deletion, so a GET right after says DELETING.
@@ -796,22 +797,22 @@ func (s *Service) DeleteACMObjects(ctx context.Context, id, name string) error {
 		return nil
 	}
 	kac := &unstructured.Unstructured{}
-	kac.SetGroupVersionKind(hub.KlusterletAddonConfigGVK)
+	kac.SetGroupVersionKind(hubapi.KlusterletAddonConfigGVK)
 	if err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: name, Name: name}, kac); err == nil && meta.InstanceID(kac.GetLabels()) == id {
 		if err := s.hub.Client.Delete(ctx, kac); err != nil && !apierrors.IsNotFound(err) {
-			return hub.Failure(err, "deleting KlusterletAddonConfig %s", name)
+			return hubapi.Failure(err, "deleting KlusterletAddonConfig %s", name)
 		}
 	} else if err != nil && !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err) {
-		return hub.Failure(err, "reading KlusterletAddonConfig %s", name)
+		return hubapi.Failure(err, "reading KlusterletAddonConfig %s", name)
 	}
 	var mc clusterv1.ManagedCluster
 	if err := s.hub.Client.Get(ctx, client.ObjectKey{Name: name}, &mc); err == nil && meta.InstanceID(mc.Labels) == id {
 		uid := mc.UID
 		if err := s.hub.Client.Delete(ctx, &mc, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return hub.Failure(err, "deleting ManagedCluster %s", name)
+			return hubapi.Failure(err, "deleting ManagedCluster %s", name)
 		}
 	} else if err != nil && !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err) {
-		return hub.Failure(err, "reading ManagedCluster %s", name)
+		return hubapi.Failure(err, "reading ManagedCluster %s", name)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
@@ -42,7 +42,7 @@ func (s *Service) tombstone(ctx context.Context, id string) (*corev1.ConfigMap, 
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, hub.Failure(err, "reading the deletion record of instance %s", id)
+		return nil, hubapi.Failure(err, "reading the deletion record of instance %s", id)
 	case expired(cm.Annotations, s.now()):
 		return nil, nil
 	}
@@ -137,7 +137,7 @@ func recordErr(err error, id string) error {
 	if err == nil {
 		return nil
 	}
-	return hub.Failure(err, "recording the deletion of instance %s", id)
+	return hubapi.Failure(err, "recording the deletion of instance %s", id)
 }
 
 // sweepTombstones removes this provider's expired deletion records.

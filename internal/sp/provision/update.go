@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
@@ -77,7 +77,7 @@ func (s *Service) update(ctx context.Context, id string, body []byte, ifMatch st
 		}
 		fresh := &hyperv1.HostedCluster{}
 		if gerr := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(hc), fresh); gerr != nil {
-			return nil, hub.Failure(gerr, "reading HostedCluster %s", hc.Name)
+			return nil, hubapi.Failure(gerr, "reading HostedCluster %s", hc.Name)
 		}
 		hc, v.HostedCluster = fresh, fresh
 	}
@@ -177,14 +177,14 @@ func etagMatches(ifMatch, etag string) bool {
 func (s *Service) patchHostedClusterMeta(ctx context.Context, hc *hyperv1.HostedCluster, annotations map[string]any) error {
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": hc.ResourceVersion, "annotations": annotations}})
 	if err != nil {
-		return hub.Failure(err, "encoding the operation record")
+		return hubapi.Failure(err, "encoding the operation record")
 	}
 	target := &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: hc.Name}}
 	if err := s.hub.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return clusters.NotFound("cluster %s not found", meta.InstanceID(hc.Labels))
 		}
-		return hub.Failure(err, "recording the operation on HostedCluster %s", hc.Name)
+		return hubapi.Failure(err, "recording the operation on HostedCluster %s", hc.Name)
 	}
 	return nil
 }
@@ -194,7 +194,7 @@ func (s *Service) patchHostedClusterMeta(ctx context.Context, hc *hyperv1.Hosted
 func (s *Service) checkBoundAgents(ctx context.Context, id string, spec *clusters.Spec) error {
 	agents, err := s.hub.Agents(ctx)
 	if err != nil {
-		return hub.Failure(err, "reading Agents")
+		return hubapi.Failure(err, "reading Agents")
 	}
 	req := requirements(id, spec)
 	var short []string
@@ -349,7 +349,7 @@ func (s *Service) syncNodePool(ctx context.Context, rec *operation.Record, np, d
 			return nil // the NodePool changed meanwhile: its newer version reconciles again
 		}
 		if apierrors.IsInvalid(err) {
-			return hub.Rejected(err, "NodePool", np.Name)
+			return hubapi.Rejected(err, "NodePool", np.Name)
 		}
 		return fmt.Errorf("patching NodePool %s for %s: %w", np.Name, rec.Describe(), err)
 	}
