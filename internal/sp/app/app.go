@@ -44,7 +44,7 @@ import (
 type App struct {
 	Config     *config.Config
 	Hub        *hub.Hub
-	Service    *provision.Service
+	Service    provision.Services
 	Reconciler *reconcile.Reconciler
 	Publisher  *events.Publisher
 	Registrar  *registration.Registrar
@@ -156,7 +156,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		DegradedGracePeriod: cfg.DegradedGracePeriod, ProvisioningTimeoutKubeVirt: cfg.ProvisioningTimeoutKubevirt,
 		ProvisioningTimeoutBareMetal: cfg.ProvisioningTimeoutBaremetal, DeletionWarnAfter: status.DefaultSettings().DeletionWarnAfter,
 	}
-	svc := provision.New(h, provision.Config{
+	svc := provision.New(provision.Ports{Client: h.Client, Index: h.Index(), Catalog: h, Site: h}, provision.Config{
 		Provider: cfg.ProviderName,
 		Spec: clusters.SpecContext{Namespace: cfg.Namespace, AgentNamespace: cfg.AgentNamespace, DefaultPlatform: cfg.DefaultPlatform,
 			BaseDomain: cfg.BaseDomain, DefaultInfraEnv: cfg.DefaultInfraEnvName},
@@ -170,6 +170,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		Vocabulary: status.Vocabulary{Name: cfg.StatusVocabulary, Active: status.Status(cfg.ActiveStatus)},
 		Observed:   hubObservation(h, hubStaleAfter), DeleteKeyRetention: cfg.DeleteKeyRetention,
 	}, log)
+	h.Index().OnChange(svc.IndexChanged) // GET and LIST build a changed cluster afresh
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

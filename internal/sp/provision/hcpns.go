@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,9 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 )
 
 // ControlPlaneNamespace is the namespace HyperShift puts a HostedCluster's control plane in: "<namespace>-<name>",
@@ -64,7 +63,7 @@ func controlPlaneNamespaceVerdict(name, cpNamespace string, ns *metav1.PartialOb
 }
 
 // checkControlPlaneNamespace returns controlPlaneNamespaceVerdict on what the hub holds now. self is nil on create.
-func (s *Service) checkControlPlaneNamespace(ctx context.Context, name string, self *hyperv1.HostedCluster) error {
+func (s *Converger) checkControlPlaneNamespace(ctx context.Context, name string, self *hyperv1.HostedCluster) error {
 	cpNamespace, ns, rival, err := s.controlPlaneNamespaceState(ctx, name)
 	if err != nil {
 		return err
@@ -74,14 +73,14 @@ func (s *Service) checkControlPlaneNamespace(ctx context.Context, name string, s
 
 // controlPlaneNamespaceState reads, in parallel, the metadata of a cluster's control plane namespace (nil: absent)
 // and the HostedClusters that could claim it, and returns the first rival found ("" when there is none).
-func (s *Service) controlPlaneNamespaceState(ctx context.Context, name string) (cpNamespace string, ns *metav1.PartialObjectMetadata, rival string, err error) {
-	cpNamespace = ControlPlaneNamespace(s.hub.Namespace(), name)
+func (s *Converger) controlPlaneNamespaceState(ctx context.Context, name string) (cpNamespace string, ns *metav1.PartialObjectMetadata, rival string, err error) {
+	cpNamespace = ControlPlaneNamespace(s.site.Namespace(), name)
 	ns = &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	rivals := controlPlaneNamespaceRivals(cpNamespace, types.NamespacedName{Namespace: s.hub.Namespace(), Name: name})
+	rivals := controlPlaneNamespaceRivals(cpNamespace, types.NamespacedName{Namespace: s.site.Namespace(), Name: name})
 	found := make([]bool, len(rivals))
 	steps := []func() error{func() error {
-		err := s.hub.Client.Get(ctx, client.ObjectKey{Name: cpNamespace}, ns)
+		err := s.client.Get(ctx, client.ObjectKey{Name: cpNamespace}, ns)
 		if apierrors.IsNotFound(err) {
 			ns = nil
 			return nil
@@ -92,7 +91,7 @@ func (s *Service) controlPlaneNamespaceState(ctx context.Context, name string) (
 		steps = append(steps, func() error {
 			hc := &metav1.PartialObjectMetadata{}
 			hc.SetGroupVersionKind(hyperv1.GroupVersion.WithKind("HostedCluster"))
-			err := s.hub.Client.Get(ctx, client.ObjectKey(r), hc)
+			err := s.client.Get(ctx, client.ObjectKey(r), hc)
 			found[i] = err == nil
 			if apierrors.IsNotFound(err) {
 				return nil
