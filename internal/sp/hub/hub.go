@@ -615,7 +615,9 @@ func (h *Hub) InfraEnvNames(ctx context.Context) ([]string, error) {
 }
 
 // ServesKlusterletAddonConfig reports whether the last discovery found the KlusterletAddonConfig API.
-func (h *Hub) ServesKlusterletAddonConfig() bool { return h.LastDiscovery().Served[APIKlusterletAddonConfig] }
+func (h *Hub) ServesKlusterletAddonConfig() bool {
+	return h.LastDiscovery().Served[APIKlusterletAddonConfig]
+}
 
 // ClusterNamespaceExists reports whether ACM's namespace for a ManagedCluster exists (from the cache).
 func (h *Hub) ClusterNamespaceExists(ctx context.Context, name string) bool {
