@@ -6,13 +6,14 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // requirements are the Agent minimums of a bare-metal spec (docs/hypershift-objects.md).

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 )
 
 // SweepOrphans removes what belongs to this provider but to no live cluster, once older than grace (a create in

@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
 
 // Converge drives a live HostedCluster's children toward the spec stored on it: missing Secrets and the NodePool

@@ -7,18 +7,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
 )
 
 // Writer answers the API's create, update and delete. It serializes requests per instance id and cluster name, and

@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 )
 
 // ControlPlaneNamespace is the namespace HyperShift puts a HostedCluster's control plane in: "<namespace>-<name>",

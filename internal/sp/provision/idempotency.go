@@ -7,8 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/google/uuid"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 )
 
 // errDifferentSpec marks a conflict of an instance id that exists (or is being created) with another spec: a 409

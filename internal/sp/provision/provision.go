@@ -26,12 +26,13 @@ import (
 	"strings"
 	"time"
 
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
-	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Services are the three services of one SP over the same hub. The Reader's IndexChanged must be registered with the
@@ -72,7 +73,7 @@ func orDiscard(log *slog.Logger) *slog.Logger {
 	return log
 }
 
-// Config is what the service needs from the SP configuration, resolved at start.
+// Config is what the services need from the SP configuration, resolved at start.
 type Config struct {
 	Provider                       string // providerName: the dcm.io/provider label of every object
 	Spec                           clusters.SpecContext

@@ -6,15 +6,16 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
 
 // An instance's deletion record (tombstone) is a ConfigMap in the SP's namespace, written before a DELETE starts

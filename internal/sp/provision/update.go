@@ -4,18 +4,19 @@ import (
 	"context"
 	"strings"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 	"github.com/google/uuid"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
 // Update accepts a day-2 change (docs/day2.md): everything that can refuse it is checked first (If-Match, the
