@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -383,3 +384,10 @@ func (f *fixture) finishDeletion(name string) {
 		}
 	}
 }
+
+var (
+	kacResource  = schema.GroupResource{Group: hubapi.KlusterletAddonConfigGVK.Group, Resource: "klusterletaddonconfigs"}
+	errAdmission = errors.New(`admission webhook "deny.example.com" denied the request`)
+)
+
+func newHostedCluster() *hyperv1.HostedCluster { return &hyperv1.HostedCluster{} }
