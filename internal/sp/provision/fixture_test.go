@@ -115,10 +115,12 @@ func newFixture(t *testing.T, opts ...option) *fixture {
 			if err := f.injected("delete", obj); err != nil {
 				return err
 			}
+			cur := obj.DeepCopyObject().(client.Object) // as the informer last saw it: the index finds it by its labels
+			_ = c.Get(ctx, client.ObjectKeyFromObject(obj), cur)
 			if err := c.Delete(ctx, obj, opts...); err != nil {
 				return err
 			}
-			f.observe(ctx, c, obj)
+			f.observe(ctx, c, cur)
 			return nil
 		},
 	}).Build()
@@ -391,3 +393,17 @@ var (
 )
 
 func newHostedCluster() *hyperv1.HostedCluster { return &hyperv1.HostedCluster{} }
+
+func objectMeta(namespace, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name}
+}
+
+// operatorFinalizer adds the finalizer the HyperShift operator puts on every HostedCluster it manages.
+func (f *fixture) operatorFinalizer(name string) {
+	f.t.Helper()
+	hc := f.hostedCluster(name)
+	hc.Finalizers = append(hc.Finalizers, "hypershift.openshift.io/finalizer")
+	if err := f.client.Update(context.Background(), hc); err != nil {
+		f.t.Fatal(err)
+	}
+}
