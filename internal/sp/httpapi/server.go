@@ -26,7 +26,7 @@ type Health interface {
 	Ready() bool
 }
 
-// Clusters is the domain service the API calls (provision.Service).
+// Clusters is the domain service the API calls (provision.Writer and provision.Reader).
 type Clusters interface {
 	// Create provisions a cluster; id is ?id= and key the Idempotency-Key ("" when absent).
 	Create(ctx context.Context, id, key string, body []byte) (c *clusters.Cluster, created bool, err error)
