@@ -74,7 +74,33 @@ func newFixture(t *testing.T, opts ...option) *fixture {
 		scheme.AddKnownTypeWithName(gvk, &unstructured.Unstructured{})
 		scheme.AddKnownTypeWithName(gvk.GroupVersion().WithKind(gvk.Kind+"List"), &unstructured.UnstructuredList{})
 	}
-	f.client = fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+	f.client = fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(f.apiServer()).Build()
+	f.catalog = &fakeCatalog{client: f.client, infraEnvs: []string{testInfraEnv}, clusterNamespaces: map[string]bool{}, sets: []versions.ImageSet{
+		imageSet("4.17.29"), imageSet("4.18.22"),
+	}}
+	cfg := Config{
+		Provider:           testProvider,
+		Spec:               clusters.SpecContext{Namespace: testNS, AgentNamespace: testAgentNS, DefaultPlatform: "kubevirt", BaseDomain: "example.com", DefaultInfraEnv: testInfraEnv},
+		DefaultWorkerCount: 2,
+		PullSecret:         func(context.Context) ([]byte, error) { return []byte(`{"auths":{}}`), nil },
+		Matrix:             versions.DefaultMatrix(),
+		Platforms:          func() []string { return []string{"kubevirt", "baremetal"} },
+		CacheWait:          time.Second,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f.svc = New(Ports{Client: f.client, Index: f.index, Catalog: f.catalog, Site: f.site}, cfg, nil)
+	f.index.OnChange(f.svc.IndexChanged)
+	now := func() time.Time { return testEpoch.Add(time.Minute) }
+	f.svc.Writer.now, f.svc.Reader.now, f.svc.Converger.now = now, now, now
+	return f
+}
+
+// apiServer plays what the fake client does not: it stamps new objects with a UID and the creation time, refuses
+// what a test injected, and feeds the index from every write (the hub's informers).
+func (f *fixture) apiServer() interceptor.Funcs {
+	return interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if err := f.injected("create", obj); err != nil {
 				return err
@@ -123,27 +149,7 @@ func newFixture(t *testing.T, opts ...option) *fixture {
 			f.observe(ctx, c, cur)
 			return nil
 		},
-	}).Build()
-	f.catalog = &fakeCatalog{client: f.client, infraEnvs: []string{testInfraEnv}, clusterNamespaces: map[string]bool{}, sets: []versions.ImageSet{
-		imageSet("4.17.29"), imageSet("4.18.22"),
-	}}
-	cfg := Config{
-		Provider:           testProvider,
-		Spec:               clusters.SpecContext{Namespace: testNS, AgentNamespace: testAgentNS, DefaultPlatform: "kubevirt", BaseDomain: "example.com", DefaultInfraEnv: testInfraEnv},
-		DefaultWorkerCount: 2,
-		PullSecret:         func(context.Context) ([]byte, error) { return []byte(`{"auths":{}}`), nil },
-		Matrix:             versions.DefaultMatrix(),
-		Platforms:          func() []string { return []string{"kubevirt", "baremetal"} },
-		CacheWait:          time.Second,
 	}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	f.svc = New(Ports{Client: f.client, Index: f.index, Catalog: f.catalog, Site: f.site}, cfg, nil)
-	f.index.OnChange(f.svc.IndexChanged)
-	now := func() time.Time { return testEpoch.Add(time.Minute) }
-	f.svc.Writer.now, f.svc.Reader.now, f.svc.Converger.now = now, now, now
-	return f
 }
 
 func imageSet(version string) versions.ImageSet {
