@@ -11,6 +11,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
 )
 
 // A bare-metal create reserves as many eligible Agents as workers; too few is a 422 before anything is written.
@@ -66,5 +67,46 @@ func TestCreateBareMetalRollbackReleasesOnlyItsAgents(t *testing.T) {
 	}
 	if got := f.reservedFor(id1); !slices.Equal(got, []string{"agent-1"}) {
 		t.Fatalf("after the rollback the instance holds %v, want only the Agent an earlier attempt reserved", got)
+	}
+}
+
+// A bare-metal resize is accepted only when every Agent the cluster holds meets the new minimums.
+func TestUpdateBareMetalResizeChecksBoundAgents(t *testing.T) {
+	f := newFixture(t)
+	f.seed(agent("agent-1"), agent("agent-2"))
+	f.create(id1, "", baremetalBody("metal", 2))
+	f.installed("metal", "4.17.29")
+	_, err := f.svc.Update(context.Background(), id1, []byte(`{"spec":{"nodes":{"workers":{"cpu":32}}}}`), "")
+	if clusters.KindOf(err) != clusters.KindUnprocessable || !strings.Contains(err.Error(), "do not meet the new minimums") {
+		t.Fatalf("resize beyond the Agents' hardware: %v, want a 422", err)
+	}
+	if c, err := f.svc.Update(context.Background(), id1, []byte(`{"spec":{"nodes":{"workers":{"cpu":12}}}}`), ""); err != nil || c.Operation == nil {
+		t.Fatalf("resize within the Agents' hardware: %v", err)
+	}
+}
+
+// Once a bare-metal scale-down has ended, the reconciler releases the Agents beyond the worker count that the
+// operator has unbound.
+func TestConvergeReleasesSurplusAgents(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.seed(agent("agent-1"), agent("agent-2"), agent("agent-3"))
+	f.create(id1, "", baremetalBody("metal", 3))
+	f.installed("metal", "4.17.29")
+	if _, err := f.svc.Update(ctx, id1, []byte(`{"spec":{"nodes":{"workers":{"count":2}}}}`), ""); err != nil {
+		t.Fatal(err)
+	}
+	hc := f.hostedCluster("metal")
+	rec := operation.Decode(hc)
+	rec.Phase = operation.PhaseDone
+	hc.Annotations[operation.Annotation] = rec.Encode()
+	if err := f.client.Update(ctx, hc); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.Converge(ctx, f.hostedCluster("metal")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.reservedFor(id1); len(got) != 2 {
+		t.Fatalf("after the scale-down the cluster holds %v, want 2 Agents", got)
 	}
 }

@@ -153,3 +153,34 @@ func TestSweepOrphans(t *testing.T) {
 		t.Fatal("the sweep removed a live cluster's objects")
 	}
 }
+
+// What the reconciler ensured once is remembered per instance, and forgotten with the cluster; LiveView reads the
+// API server (nil HostedCluster: gone).
+func TestConvergerMemoryAndLiveView(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.create(id1, "", kubevirtBody("alpha", 2))
+	hc := f.hostedCluster("alpha")
+	if err := f.svc.Converge(ctx, hc); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.svc.Remembered(); n != 1 {
+		t.Fatalf("remembered %d instances after a convergence, want 1", n)
+	}
+	v, err := f.svc.LiveView(ctx, id1, hc)
+	if err != nil || v.HostedCluster == nil || len(v.NodePools) != 1 {
+		t.Fatalf("LiveView: %v, %+v", err, v)
+	}
+	f.operatorFinalizer("alpha")
+	if err := f.svc.Delete(ctx, id1, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.finishDeletion("alpha")
+	if v, err := f.svc.LiveView(ctx, id1, hc); err != nil || v.HostedCluster != nil {
+		t.Fatalf("LiveView of a gone cluster: %v, %+v", err, v)
+	}
+	f.svc.Forget(id1)
+	if n := f.svc.Remembered(); n != 0 {
+		t.Fatalf("remembered %d instances after Forget", n)
+	}
+}

@@ -54,6 +54,10 @@ type fixture struct {
 
 	mu    sync.Mutex
 	fails []failure // injected API-server failures, in order of registration
+	// before, when set, runs before every create reaches the fake API server (a rival writing first).
+	before func(ctx context.Context, c client.Client, obj client.Object)
+	// lagging makes the index miss writes (a replica whose caches have not seen another one's create yet).
+	lagging bool
 }
 
 // failure makes the fake API server refuse a verb on a kind (and name, if set) with err.
@@ -102,6 +106,9 @@ func newFixture(t *testing.T, opts ...option) *fixture {
 func (f *fixture) apiServer() interceptor.Funcs {
 	return interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if before := f.takeBefore(); before != nil {
+				before(ctx, c, obj)
+			}
 			if err := f.injected("create", obj); err != nil {
 				return err
 			}
@@ -174,8 +181,23 @@ func (f *fixture) injected(verb string, obj client.Object) error {
 	return nil
 }
 
+// takeBefore returns the pending before hook, once.
+func (f *fixture) takeBefore() func(context.Context, client.Client, client.Object) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.before
+	f.before = nil
+	return b
+}
+
 // observe feeds the index from the API server's state of a written object, as the informers would.
 func (f *fixture) observe(ctx context.Context, c client.Client, obj client.Object) {
+	f.mu.Lock()
+	lagging := f.lagging
+	f.mu.Unlock()
+	if lagging {
+		return
+	}
 	key := client.ObjectKeyFromObject(obj)
 	switch obj.(type) {
 	case *hyperv1.HostedCluster:
