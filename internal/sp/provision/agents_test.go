@@ -73,9 +73,7 @@ func TestCreateBareMetalRollbackReleasesOnlyItsAgents(t *testing.T) {
 // A bare-metal resize is accepted only when every Agent the cluster holds meets the new minimums.
 func TestUpdateBareMetalResizeChecksBoundAgents(t *testing.T) {
 	f := newFixture(t)
-	f.seed(agent("agent-1"), agent("agent-2"))
-	f.create(id1, "", baremetalBody("metal", 2))
-	f.installed("metal", "4.17.29")
+	f.installedBareMetal(2, "agent-1", "agent-2")
 	_, err := f.svc.Update(context.Background(), id1, []byte(`{"spec":{"nodes":{"workers":{"cpu":32}}}}`), "")
 	if clusters.KindOf(err) != clusters.KindUnprocessable || !strings.Contains(err.Error(), "do not meet the new minimums") {
 		t.Fatalf("resize beyond the Agents' hardware: %v, want a 422", err)
@@ -90,9 +88,7 @@ func TestUpdateBareMetalResizeChecksBoundAgents(t *testing.T) {
 func TestConvergeReleasesSurplusAgents(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.seed(agent("agent-1"), agent("agent-2"), agent("agent-3"))
-	f.create(id1, "", baremetalBody("metal", 3))
-	f.installed("metal", "4.17.29")
+	f.installedBareMetal(3, "agent-1", "agent-2", "agent-3")
 	if _, err := f.svc.Update(ctx, id1, []byte(`{"spec":{"nodes":{"workers":{"count":2}}}}`), ""); err != nil {
 		t.Fatal(err)
 	}

@@ -26,13 +26,7 @@ import (
 // reservations, ACM objects, the day-2 operation's next step), cleans up after a deletion and sweeps orphans. It
 // remembers, per instance, what it has ensured once (forgotten when the cluster is gone).
 type Converger struct {
-	client  client.Client
-	index   Index
-	catalog Catalog
-	site    Site
-	cfg     Config
-	log     *slog.Logger
-	now     func() time.Time
+	deps
 
 	mu       sync.Mutex
 	kacDone  map[string]bool      // instances whose KlusterletAddonConfig exists (forgotten when the cluster is gone)
@@ -45,8 +39,7 @@ type Converger struct {
 
 // NewConverger returns the converger.
 func NewConverger(p Ports, cfg Config, log *slog.Logger) *Converger {
-	return &Converger{client: p.Client, index: p.Index, catalog: p.Catalog, site: p.Site, cfg: cfg.withDefaults(), log: orDiscard(log), now: time.Now,
-		kacDone: map[string]bool{}, lockDone: map[string]types.UID{}}
+	return &Converger{deps: newDeps(p, cfg, log), kacDone: map[string]bool{}, lockDone: map[string]types.UID{}}
 }
 
 // Settings is the configuration the service runs with.

@@ -25,20 +25,14 @@ import (
 // Writer answers the API's create, update and delete. It serializes requests per instance id and cluster name, and
 // converges a new cluster's children through the Converger, as the reconciler would.
 type Writer struct {
-	client  client.Client
-	index   Index
-	catalog Catalog
-	site    Site
-	cfg     Config
-	log     *slog.Logger
-	now     func() time.Time
-	locks   keyedLocks
-	conv    *Converger
+	deps
+	locks keyedLocks
+	conv  *Converger
 }
 
 // NewWriter returns the writer; conv converges what its creates and updates write.
 func NewWriter(p Ports, cfg Config, conv *Converger, log *slog.Logger) *Writer {
-	return &Writer{client: p.Client, index: p.Index, catalog: p.Catalog, site: p.Site, cfg: cfg.withDefaults(), log: orDiscard(log), now: time.Now, conv: conv}
+	return &Writer{deps: newDeps(p, cfg, log), conv: conv}
 }
 
 // create provisions a cluster (Create checked the request). created is false for an idempotent replay (same id,

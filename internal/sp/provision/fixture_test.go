@@ -435,3 +435,14 @@ func (f *fixture) operatorFinalizer(name string) {
 		f.t.Fatal(err)
 	}
 }
+
+// installedBareMetal creates the Agents and a bare-metal cluster "metal" of instance id1 with that many workers,
+// and marks it installed.
+func (f *fixture) installedBareMetal(workers int, agents ...string) {
+	f.t.Helper()
+	for _, name := range agents {
+		f.seed(agent(name))
+	}
+	f.create(id1, "", baremetalBody("metal", workers))
+	f.installed("metal", "4.17.29")
+}

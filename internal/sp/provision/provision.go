@@ -66,11 +66,23 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-func orDiscard(log *slog.Logger) *slog.Logger {
+// deps are what each service is built with: the hub's ports, the configuration (defaults applied), a logger and
+// the clock. Every service has its own copy; no service reads another one's state through it.
+type deps struct {
+	client  client.Client
+	index   Index
+	catalog Catalog
+	site    Site
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+func newDeps(p Ports, cfg Config, log *slog.Logger) deps {
 	if log == nil {
-		return slog.New(slog.DiscardHandler)
+		log = slog.New(slog.DiscardHandler)
 	}
-	return log
+	return deps{client: p.Client, index: p.Index, catalog: p.Catalog, site: p.Site, cfg: cfg.withDefaults(), log: log, now: time.Now}
 }
 
 // Config is what the services need from the SP configuration, resolved at start.

@@ -14,19 +14,14 @@ import (
 // Reader answers GET, LIST, the admin kubeconfig and the provisionable versions from the read model, keeping each
 // cluster's resource as last built (viewCache).
 type Reader struct {
-	index   Index
-	catalog Catalog
-	site    Site
-	cfg     Config
-	log     *slog.Logger
-	now     func() time.Time
-	views   *viewCache    // every cluster's resource as last built (GET, LIST)
-	builds  atomic.Uint64 // numbers the builds views keeps (clusters.Cluster.Build)
+	deps
+	views  *viewCache    // every cluster's resource as last built (GET, LIST)
+	builds atomic.Uint64 // numbers the builds views keeps (clusters.Cluster.Build)
 }
 
 // NewReader returns the reader. Register its IndexChanged with the index, so a changed cluster is built afresh.
 func NewReader(p Ports, cfg Config, log *slog.Logger) *Reader {
-	return &Reader{index: p.Index, catalog: p.Catalog, site: p.Site, cfg: cfg.withDefaults(), log: orDiscard(log), now: time.Now, views: newViewCache()}
+	return &Reader{deps: newDeps(p, cfg, log), views: newViewCache()}
 }
 
 // IndexChanged drops what the reader keeps of a cluster the index reports changed (or gone).

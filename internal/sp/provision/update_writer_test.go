@@ -67,9 +67,7 @@ func TestUpdateSequencesOperations(t *testing.T) {
 func TestUpdateBareMetalScaleRollsBackReservation(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.seed(agent("agent-1"), agent("agent-2"), agent("agent-3"))
-	f.create(id1, "", baremetalBody("metal", 2))
-	f.installed("metal", "4.17.29")
+	f.installedBareMetal(2, "agent-1", "agent-2", "agent-3")
 	f.fail("patch", "HostedCluster", "metal", apierrors.NewInvalid(schema.GroupKind{Group: hyperv1.GroupVersion.Group, Kind: "HostedCluster"}, "metal",
 		field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations"), "refused")}))
 	if _, err := f.svc.Update(ctx, id1, []byte(scaleTo3), ""); err == nil {
@@ -86,9 +84,7 @@ func TestUpdateBareMetalScaleRollsBackReservation(t *testing.T) {
 // A bare-metal scale-up without enough Agents is a 422 before anything is recorded.
 func TestUpdateBareMetalScaleShortfall(t *testing.T) {
 	f := newFixture(t)
-	f.seed(agent("agent-1"), agent("agent-2"))
-	f.create(id1, "", baremetalBody("metal", 2))
-	f.installed("metal", "4.17.29")
+	f.installedBareMetal(2, "agent-1", "agent-2")
 	if _, err := f.svc.Update(context.Background(), id1, []byte(scaleTo3), ""); clusters.KindOf(err) != clusters.KindUnprocessable || !strings.Contains(err.Error(), "need 3 eligible Agents") {
 		t.Fatalf("scale beyond the Agents: %v, want a 422", err)
 	}
