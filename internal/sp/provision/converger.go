@@ -42,7 +42,7 @@ func NewConverger(p Ports, cfg Config, log *slog.Logger) *Converger {
 	return &Converger{deps: newDeps(p, cfg, log), kacDone: map[string]bool{}, lockDone: map[string]types.UID{}}
 }
 
-// Settings is the configuration the service runs with.
+// Settings is the configuration the services run with (defaults applied).
 func (s *Converger) Settings() Config { return s.cfg }
 
 // Now is the service's clock (the reconciler evaluates statuses with it).
@@ -164,8 +164,6 @@ func (s *Converger) hostingClusterName(ctx context.Context) string {
 	return name
 }
 
-// liveView is an instance's view read from the API server (its HostedCluster, and its NodePool when there is one),
-// for a replica whose cache has not seen it yet.
 // LiveView reads an instance's HostedCluster (by hc's name) and its NodePool from the API server; the view's
 // HostedCluster is nil when it is gone.
 func (s *Converger) LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (clusters.View, error) {
@@ -179,6 +177,8 @@ func (s *Converger) LiveView(ctx context.Context, id string, hc *hyperv1.HostedC
 	return s.liveView(ctx, id, &live), nil
 }
 
+// liveView is an instance's view read from the API server (its HostedCluster, and its NodePool when there is one),
+// for a replica whose cache has not seen it yet.
 func (s *Converger) liveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) clusters.View {
 	v := clusters.View{ID: id, HostedCluster: hc}
 	var np hyperv1.NodePool
