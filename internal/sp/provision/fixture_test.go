@@ -198,38 +198,29 @@ func (f *fixture) observe(ctx context.Context, c client.Client, obj client.Objec
 	if lagging {
 		return
 	}
-	key := client.ObjectKeyFromObject(obj)
-	switch obj.(type) {
+	switch o := obj.(type) {
 	case *hyperv1.HostedCluster:
-		var hc hyperv1.HostedCluster
-		if err := c.Get(ctx, key, &hc); apierrors.IsNotFound(err) {
-			f.index.DeleteHostedCluster(obj.(*hyperv1.HostedCluster))
-		} else if err == nil {
-			f.index.PutHostedCluster(&hc)
-		}
+		mirror(ctx, c, o, f.index.PutHostedCluster, f.index.DeleteHostedCluster)
 	case *hyperv1.NodePool:
-		var np hyperv1.NodePool
-		if err := c.Get(ctx, key, &np); apierrors.IsNotFound(err) {
-			f.index.DeleteNodePool(obj.(*hyperv1.NodePool))
-		} else if err == nil {
-			f.index.PutNodePool(&np)
-		}
-	case *corev1.Secret:
-		var s corev1.Secret
-		m := &metav1.PartialObjectMetadata{ObjectMeta: *obj.(*corev1.Secret).ObjectMeta.DeepCopy()}
-		if err := c.Get(ctx, key, &s); apierrors.IsNotFound(err) {
-			f.index.DeleteSecret(m)
-		} else if err == nil {
-			m.ObjectMeta = s.ObjectMeta
-			f.index.PutSecret(m)
-		}
+		mirror(ctx, c, o, f.index.PutNodePool, f.index.DeleteNodePool)
 	case *clusterv1.ManagedCluster:
-		var mc clusterv1.ManagedCluster
-		if err := c.Get(ctx, key, &mc); apierrors.IsNotFound(err) {
-			f.index.DeleteManagedCluster(obj.(*clusterv1.ManagedCluster))
-		} else if err == nil {
-			f.index.PutManagedCluster(&mc)
+		mirror(ctx, c, o, f.index.PutManagedCluster, f.index.DeleteManagedCluster)
+	case *corev1.Secret:
+		meta := func(s *corev1.Secret) *metav1.PartialObjectMetadata {
+			return &metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta}
 		}
+		mirror(ctx, c, o, func(s *corev1.Secret) { f.index.PutSecret(meta(s)) }, func(s *corev1.Secret) { f.index.DeleteSecret(meta(s)) })
+	}
+}
+
+// mirror reads obj back from the API server and puts it into the index, or deletes it from there when it is gone.
+func mirror[T client.Object](ctx context.Context, c client.Client, obj T, put, del func(T)) {
+	cur := obj.DeepCopyObject().(T)
+	switch err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); {
+	case apierrors.IsNotFound(err):
+		del(obj)
+	case err == nil:
+		put(cur)
 	}
 }
 
