@@ -206,10 +206,10 @@ func (f *fixture) observe(ctx context.Context, c client.Client, obj client.Objec
 	case *clusterv1.ManagedCluster:
 		mirror(ctx, c, o, f.index.PutManagedCluster, f.index.DeleteManagedCluster)
 	case *corev1.Secret:
-		meta := func(s *corev1.Secret) *metav1.PartialObjectMetadata {
+		md := func(s *corev1.Secret) *metav1.PartialObjectMetadata {
 			return &metav1.PartialObjectMetadata{ObjectMeta: s.ObjectMeta}
 		}
-		mirror(ctx, c, o, func(s *corev1.Secret) { f.index.PutSecret(meta(s)) }, func(s *corev1.Secret) { f.index.DeleteSecret(meta(s)) })
+		mirror(ctx, c, o, func(s *corev1.Secret) { f.index.PutSecret(md(s)) }, func(s *corev1.Secret) { f.index.DeleteSecret(md(s)) })
 	}
 }
 
