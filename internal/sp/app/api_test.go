@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
@@ -90,7 +90,7 @@ func TestDesignExamplesReachReady(t *testing.T) {
 			}
 			waitFor(t, 10*time.Second, "KlusterletAddonConfig", func() bool {
 				kac := &unstructured.Unstructured{}
-				kac.SetGroupVersionKind(hub.KlusterletAddonConfigGVK)
+				kac.SetGroupVersionKind(hubapi.KlusterletAddonConfigGVK)
 				return testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: name, Name: name}, kac) == nil
 			})
 			if platform == "baremetal" {
@@ -250,7 +250,7 @@ func leftoversIn(t testing.TB, ns, id, name string) []string {
 		must(err)
 	}
 	kac := &unstructured.Unstructured{}
-	kac.SetGroupVersionKind(hub.KlusterletAddonConfigGVK)
+	kac.SetGroupVersionKind(hubapi.KlusterletAddonConfigGVK)
 	if err := testHub.Client.Get(ctx, client.ObjectKey{Namespace: name, Name: name}, kac); err == nil {
 		out = append(out, "KlusterletAddonConfig/"+name)
 	} else if !apierrors.IsNotFound(err) {
@@ -264,7 +264,7 @@ func leftoversIn(t testing.TB, ns, id, name string) []string {
 
 func reservedAgents(t testing.TB, id string) []string {
 	var list unstructured.UnstructuredList
-	list.SetGroupVersionKind(hub.AgentGVK.GroupVersion().WithKind("AgentList"))
+	list.SetGroupVersionKind(hubapi.AgentGVK.GroupVersion().WithKind("AgentList"))
 	if err := testHub.Client.List(context.Background(), &list, client.InNamespace("hardware-inventory"), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
 		t.Fatal(err)
 	}

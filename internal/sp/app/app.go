@@ -32,6 +32,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/health"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/httpapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/provision"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/reconcile"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/registration"
@@ -44,7 +45,7 @@ import (
 type App struct {
 	Config     *config.Config
 	Hub        *hub.Hub
-	Service    *provision.Service
+	Service    provision.Services
 	Reconciler *reconcile.Reconciler
 	Publisher  *events.Publisher
 	Registrar  *registration.Registrar
@@ -156,7 +157,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		DegradedGracePeriod: cfg.DegradedGracePeriod, ProvisioningTimeoutKubeVirt: cfg.ProvisioningTimeoutKubevirt,
 		ProvisioningTimeoutBareMetal: cfg.ProvisioningTimeoutBaremetal, DeletionWarnAfter: status.DefaultSettings().DeletionWarnAfter,
 	}
-	svc := provision.New(h, provision.Config{
+	svc := provision.New(provision.Ports{Client: h.Client, Index: h.Index(), Catalog: h, Site: h}, provision.Config{
 		Provider: cfg.ProviderName,
 		Spec: clusters.SpecContext{Namespace: cfg.Namespace, AgentNamespace: cfg.AgentNamespace, DefaultPlatform: cfg.DefaultPlatform,
 			BaseDomain: cfg.BaseDomain, DefaultInfraEnv: cfg.DefaultInfraEnvName},
@@ -170,6 +171,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		Vocabulary: status.Vocabulary{Name: cfg.StatusVocabulary, Active: status.Status(cfg.ActiveStatus)},
 		Observed:   hubObservation(h, hubStaleAfter), DeleteKeyRetention: cfg.DeleteKeyRetention,
 	}, log)
+	h.Index().OnChange(svc.IndexChanged) // GET and LIST build a changed cluster afresh
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -525,4 +527,4 @@ func pullSecretSource(cfg *config.Config, h *hub.Hub) (func(context.Context) ([]
 }
 
 // unclassified classifies an error that reached the API without a domain kind as a failure of the hub.
-func unclassified(err error) *clusters.Error { return hub.Failure(err, "the request failed") }
+func unclassified(err error) *clusters.Error { return hubapi.Failure(err, "the request failed") }

@@ -69,7 +69,7 @@ func fuzzHandler(t testing.TB) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := provision.New(h, provision.Config{
+	svc := provision.New(provision.Ports{Client: h.Client, Index: h.Index(), Catalog: h, Site: h}, provision.Config{
 		Spec:      clusters.SpecContext{Namespace: "clusters", DefaultPlatform: "kubevirt", AgentNamespace: "hardware-inventory"},
 		Platforms: func() []string { return []string{"kubevirt", "baremetal"} },
 	}, nil)

@@ -46,7 +46,7 @@ func problemsHandler(t *testing.T, uris bool) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := provision.New(h, provision.Config{Spec: clusters.SpecContext{Namespace: "clusters", DefaultPlatform: "kubevirt"},
+	svc := provision.New(provision.Ports{Client: h.Client, Index: h.Index(), Catalog: h, Site: h}, provision.Config{Spec: clusters.SpecContext{Namespace: "clusters", DefaultPlatform: "kubevirt"},
 		Platforms: func() []string { return []string{"kubevirt"} }}, nil)
 	handler, err := NewServer(svc, noHealth{}, fuzzGuard{}, Options{ProblemTypeURIs: uris}).Handler(prometheus.NewRegistry())
 	if err != nil {

@@ -26,7 +26,7 @@ type Health interface {
 	Ready() bool
 }
 
-// Clusters is the domain service the API calls (provision.Service).
+// Clusters is the domain service the API calls (provision.Writer and provision.Reader).
 type Clusters interface {
 	// Create provisions a cluster; id is ?id= and key the Idempotency-Key ("" when absent).
 	Create(ctx context.Context, id, key string, body []byte) (c *clusters.Cluster, created bool, err error)
@@ -66,7 +66,7 @@ type Options struct {
 	// instead of codes (configuration problemTypes).
 	ProblemTypeURIs bool
 	// Unclassified gives an error that reached the API without a domain kind (a failure of the hub the service did
-	// not classify where it happened) its kind and message: the application passes hub.Failure, which knows the API
+	// not classify where it happened) its kind and message: the application passes hubapi.Failure, which knows the API
 	// server's errors, so that this package knows only the domain's. Default: an internal error.
 	Unclassified func(error) *clusters.Error
 }

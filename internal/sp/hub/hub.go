@@ -45,18 +45,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
-)
-
-// GroupVersionKinds of the kinds handled as unstructured objects.
-var (
-	ClusterImageSetGVK       = schema.GroupVersionKind{Group: "hive.openshift.io", Version: "v1", Kind: "ClusterImageSet"}
-	AgentGVK                 = schema.GroupVersionKind{Group: "agent-install.openshift.io", Version: "v1beta1", Kind: "Agent"}
-	InfraEnvGVK              = schema.GroupVersionKind{Group: "agent-install.openshift.io", Version: "v1beta1", Kind: "InfraEnv"}
-	KlusterletAddonConfigGVK = schema.GroupVersionKind{Group: "agent.open-cluster-management.io", Version: "v1", Kind: "KlusterletAddonConfig"}
-	VirtualMachineGVK        = schema.GroupVersionKind{Group: "kubevirt.io", Version: "v1", Kind: "VirtualMachine"}
 )
 
 // ClusterNamespaceLabel marks the namespace ACM creates for a ManagedCluster (where the KlusterletAddonConfig goes).
@@ -186,8 +178,8 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	}
 	if opts.AgentNamespace != "" {
 		agentNS := map[string]cache.Config{opts.AgentNamespace: {}}
-		byObject[newUnstructured(AgentGVK)] = cache.ByObject{Namespaces: agentNS}
-		byObject[newUnstructured(InfraEnvGVK)] = cache.ByObject{Namespaces: agentNS}
+		byObject[newUnstructured(hubapi.AgentGVK)] = cache.ByObject{Namespaces: agentNS}
+		byObject[newUnstructured(hubapi.InfraEnvGVK)] = cache.ByObject{Namespaces: agentNS}
 	}
 	ca, err := cache.New(cfg, cache.Options{
 		Scheme:                      scheme,
@@ -224,9 +216,9 @@ func restMapper() apimeta.RESTMapper {
 	add(hyperv1.GroupVersion.WithKind("HostedCluster"), "hostedclusters", apimeta.RESTScopeNamespace)
 	add(hyperv1.GroupVersion.WithKind("NodePool"), "nodepools", apimeta.RESTScopeNamespace)
 	add(schema.GroupVersionKind{Group: clusterv1.GroupName, Version: "v1", Kind: "ManagedCluster"}, "managedclusters", apimeta.RESTScopeRoot)
-	add(ClusterImageSetGVK, "clusterimagesets", apimeta.RESTScopeRoot)
-	add(AgentGVK, "agents", apimeta.RESTScopeNamespace)
-	add(InfraEnvGVK, "infraenvs", apimeta.RESTScopeNamespace)
+	add(hubapi.ClusterImageSetGVK, "clusterimagesets", apimeta.RESTScopeRoot)
+	add(hubapi.AgentGVK, "agents", apimeta.RESTScopeNamespace)
+	add(hubapi.InfraEnvGVK, "infraenvs", apimeta.RESTScopeNamespace)
 	return m
 }
 
@@ -429,7 +421,7 @@ func (h *Hub) informerSpecs() []informerSpec {
 			handler: typedHandler(x.PutSecret, x.DeleteSecret)},
 		{name: "managedclusters", api: APIManagedClusters, obj: func() client.Object { return &clusterv1.ManagedCluster{} },
 			handler: typedHandler(x.PutManagedCluster, x.DeleteManagedCluster)},
-		{name: "clusterimagesets", api: APIClusterImageSets, obj: func() client.Object { return newUnstructured(ClusterImageSetGVK) }, needs: true},
+		{name: "clusterimagesets", api: APIClusterImageSets, obj: func() client.Object { return newUnstructured(hubapi.ClusterImageSetGVK) }, needs: true},
 		{name: "supported-versions", obj: func() client.Object { return &corev1.ConfigMap{} }},
 		{name: "operator", obj: func() client.Object { return &appsv1.Deployment{} }},
 		{name: "namespaces", obj: func() client.Object { return &corev1.Namespace{} },
@@ -437,8 +429,8 @@ func (h *Hub) informerSpecs() []informerSpec {
 	}
 	if h.opts.AgentNamespace != "" {
 		specs = append(specs,
-			informerSpec{name: "agents", api: APIAgents, obj: func() client.Object { return newUnstructured(AgentGVK) }},
-			informerSpec{name: "infraenvs", api: APIAgents, obj: func() client.Object { return newUnstructured(InfraEnvGVK) }},
+			informerSpec{name: "agents", api: APIAgents, obj: func() client.Object { return newUnstructured(hubapi.AgentGVK) }},
+			informerSpec{name: "infraenvs", api: APIAgents, obj: func() client.Object { return newUnstructured(hubapi.InfraEnvGVK) }},
 		)
 	}
 	return specs
@@ -543,7 +535,7 @@ func (h *Hub) ImageSets(ctx context.Context) ([]versions.ImageSet, error) {
 		return nil, nil
 	}
 	var list unstructured.UnstructuredList
-	list.SetGroupVersionKind(ClusterImageSetGVK.GroupVersion().WithKind("ClusterImageSetList"))
+	list.SetGroupVersionKind(hubapi.ClusterImageSetGVK.GroupVersion().WithKind("ClusterImageSetList"))
 	if err := h.cache.List(ctx, &list); err != nil {
 		return nil, err
 	}
@@ -593,7 +585,7 @@ func (h *Hub) Agents(ctx context.Context) ([]inventory.Agent, error) {
 		return nil, fmt.Errorf("the Agent API is not available on the hub")
 	}
 	var list unstructured.UnstructuredList
-	list.SetGroupVersionKind(AgentGVK.GroupVersion().WithKind("AgentList"))
+	list.SetGroupVersionKind(hubapi.AgentGVK.GroupVersion().WithKind("AgentList"))
 	if err := h.cache.List(ctx, &list, client.InNamespace(h.opts.AgentNamespace)); err != nil {
 		return nil, err
 	}
@@ -610,7 +602,7 @@ func (h *Hub) InfraEnvNames(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("the InfraEnv API is not available on the hub")
 	}
 	var list unstructured.UnstructuredList
-	list.SetGroupVersionKind(InfraEnvGVK.GroupVersion().WithKind("InfraEnvList"))
+	list.SetGroupVersionKind(hubapi.InfraEnvGVK.GroupVersion().WithKind("InfraEnvList"))
 	if err := h.cache.List(ctx, &list, client.InNamespace(h.opts.AgentNamespace)); err != nil {
 		return nil, err
 	}
@@ -620,6 +612,11 @@ func (h *Hub) InfraEnvNames(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// ServesKlusterletAddonConfig reports whether the last discovery found the KlusterletAddonConfig API.
+func (h *Hub) ServesKlusterletAddonConfig() bool {
+	return h.LastDiscovery().Served[APIKlusterletAddonConfig]
 }
 
 // ClusterNamespaceExists reports whether ACM's namespace for a ManagedCluster exists (from the cache).

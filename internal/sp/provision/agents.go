@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 )
@@ -33,17 +33,17 @@ func requirements(id string, spec *clusters.Spec) inventory.Requirements {
 
 // checkAgentSupply refuses a bare-metal create up front when its InfraEnv is missing or too few Agents meet the
 // minimums (422 naming the shortfall). Nothing is reserved here.
-func (s *Service) checkAgentSupply(ctx context.Context, id string, spec *clusters.Spec, need int) error {
-	names, err := s.hub.InfraEnvNames(ctx)
+func (s *Writer) checkAgentSupply(ctx context.Context, id string, spec *clusters.Spec, need int) error {
+	names, err := s.catalog.InfraEnvNames(ctx)
 	if err != nil {
 		return clusters.Unprocessable("platform baremetal is not available: %v", err)
 	}
 	if !slices.Contains(names, spec.InfraEnv) {
-		return clusters.Unprocessable("InfraEnv %s not found in namespace %s", spec.InfraEnv, s.hub.AgentNamespace())
+		return clusters.Unprocessable("InfraEnv %s not found in namespace %s", spec.InfraEnv, s.site.AgentNamespace())
 	}
-	agents, err := s.hub.Agents(ctx)
+	agents, err := s.catalog.Agents(ctx)
 	if err != nil {
-		return hub.Failure(err, "reading Agents")
+		return hubapi.Failure(err, "reading Agents")
 	}
 	req := requirements(id, spec)
 	if len(inventory.Eligible(agents, req)) < need {
@@ -56,10 +56,10 @@ func (s *Service) checkAgentSupply(ctx context.Context, id string, spec *cluster
 // provider), with optimistic concurrency: an Agent taken meanwhile is skipped for the next eligible one. Agents
 // already carrying the id (an earlier attempt, another replica) count and are never released by this call's
 // rollback: ch records only the Agents this call labelled.
-func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Spec, need int, ch *changes) error {
-	agents, err := s.hub.Agents(ctx)
+func (s *Converger) ensureAgents(ctx context.Context, id string, spec *clusters.Spec, need int, ch *changes) error {
+	agents, err := s.catalog.Agents(ctx)
 	if err != nil {
-		return hub.Failure(err, "reading Agents")
+		return hubapi.Failure(err, "reading Agents")
 	}
 	have := 0
 	for _, a := range agents {
@@ -73,7 +73,7 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 	// The cache may not show this instance's latest claims yet (a previous reconcile's, moments ago): count them
 	// on the API server before claiming more.
 	if have, err = s.reservedOnHub(ctx, id); err != nil {
-		return hub.Failure(err, "reading Agents")
+		return hubapi.Failure(err, "reading Agents")
 	}
 	if have >= need {
 		return nil
@@ -88,7 +88,7 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 		}
 		ok, err := s.claimAgent(ctx, a.Name, id, req)
 		if err != nil {
-			return hub.Failure(err, "reserving Agent %s", a.Name)
+			return hubapi.Failure(err, "reserving Agent %s", a.Name)
 		}
 		if ok {
 			have++
@@ -98,27 +98,27 @@ func (s *Service) ensureAgents(ctx context.Context, id string, spec *clusters.Sp
 		}
 	}
 	if have < need {
-		fresh, _ := s.hub.Agents(ctx)
+		fresh, _ := s.catalog.Agents(ctx)
 		return clusters.Unprocessable("%s", inventory.Shortfall(fresh, req, need))
 	}
 	return nil
 }
 
 // reservedOnHub counts the Agents carrying the instance's id on the API server.
-func (s *Service) reservedOnHub(ctx context.Context, id string) (int, error) {
+func (s *Converger) reservedOnHub(ctx context.Context, id string) (int, error) {
 	var list unstructured.UnstructuredList
-	list.SetGroupVersionKind(hub.AgentGVK.GroupVersion().WithKind("AgentList"))
-	if err := s.hub.Client.List(ctx, &list, client.InNamespace(s.hub.AgentNamespace()), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
+	list.SetGroupVersionKind(hubapi.AgentGVK.GroupVersion().WithKind("AgentList"))
+	if err := s.client.List(ctx, &list, client.InNamespace(s.site.AgentNamespace()), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
 		return 0, err
 	}
 	return len(list.Items), nil
 }
 
 // claimAgent labels one Agent for the instance if it is still eligible, retrying on update conflicts.
-func (s *Service) claimAgent(ctx context.Context, name, id string, req inventory.Requirements) (bool, error) {
+func (s *Converger) claimAgent(ctx context.Context, name, id string, req inventory.Requirements) (bool, error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		u := agentObject()
-		if err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: s.hub.AgentNamespace(), Name: name}, u); err != nil {
+		if err := s.client.Get(ctx, client.ObjectKey{Namespace: s.site.AgentNamespace(), Name: name}, u); err != nil {
 			if apierrors.IsNotFound(err) {
 				return false, nil
 			}
@@ -140,7 +140,7 @@ func (s *Service) claimAgent(ctx context.Context, name, id string, req inventory
 		}
 		ann[meta.AnnotationReservedAt] = s.now().UTC().Format(time.RFC3339)
 		u.SetAnnotations(ann)
-		err := s.hub.Client.Update(ctx, u) // carries resourceVersion: optimistic concurrency
+		err := s.client.Update(ctx, u) // carries resourceVersion: optimistic concurrency
 		if err == nil {
 			return true, nil
 		}
@@ -152,10 +152,10 @@ func (s *Service) claimAgent(ctx context.Context, name, id string, req inventory
 }
 
 // releaseAgent removes the instance's reservation from one Agent (only if it is this instance's).
-func (s *Service) releaseAgent(ctx context.Context, name, id string) error {
+func (s *Converger) releaseAgent(ctx context.Context, name, id string) error {
 	for attempt := 0; attempt < 5; attempt++ {
 		u := agentObject()
-		if err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: s.hub.AgentNamespace(), Name: name}, u); err != nil {
+		if err := s.client.Get(ctx, client.ObjectKey{Namespace: s.site.AgentNamespace(), Name: name}, u); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		l := u.GetLabels()
@@ -168,7 +168,7 @@ func (s *Service) releaseAgent(ctx context.Context, name, id string) error {
 		ann := u.GetAnnotations()
 		delete(ann, meta.AnnotationReservedAt)
 		u.SetAnnotations(ann)
-		err := s.hub.Client.Update(ctx, u)
+		err := s.client.Update(ctx, u)
 		if err == nil || !apierrors.IsConflict(err) {
 			return err
 		}
@@ -177,11 +177,11 @@ func (s *Service) releaseAgent(ctx context.Context, name, id string) error {
 }
 
 // ReleaseAgents removes the instance's reservation from every Agent that carries it (after the cluster is gone).
-func (s *Service) ReleaseAgents(ctx context.Context, id string) error {
-	if s.hub.AgentNamespace() == "" || !s.hub.Watching("agents") {
+func (s *Converger) ReleaseAgents(ctx context.Context, id string) error {
+	if s.site.AgentNamespace() == "" || !s.site.Watching("agents") {
 		return nil
 	}
-	agents, err := s.hub.Agents(ctx)
+	agents, err := s.catalog.Agents(ctx)
 	if err != nil {
 		return err
 	}
@@ -196,11 +196,11 @@ func (s *Service) ReleaseAgents(ctx context.Context, id string) error {
 }
 
 // sweepAgents releases this provider's reservations of instances without a HostedCluster, once older than grace.
-func (s *Service) sweepAgents(ctx context.Context, known func(string) bool, now time.Time, grace time.Duration) {
-	if s.hub.AgentNamespace() == "" || !s.hub.Watching("agents") {
+func (s *Converger) sweepAgents(ctx context.Context, known func(string) bool, now time.Time, grace time.Duration) {
+	if s.site.AgentNamespace() == "" || !s.site.Watching("agents") {
 		return
 	}
-	agents, err := s.hub.Agents(ctx)
+	agents, err := s.catalog.Agents(ctx)
 	if err != nil {
 		s.log.Warn("orphan sweep: listing Agents", "error", err)
 		return
@@ -223,6 +223,6 @@ func (s *Service) sweepAgents(ctx context.Context, known func(string) bool, now 
 
 func agentObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(hub.AgentGVK)
+	u.SetGroupVersionKind(hubapi.AgentGVK)
 	return u
 }

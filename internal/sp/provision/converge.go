@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
@@ -28,7 +27,7 @@ import (
 // reservations are complete, and objects made before the provider label or ownerReferences existed are adopted.
 // A cluster being deleted is left alone. Secret contents are read (pull secret) or generated (etcd key) only when
 // that Secret has to be recreated.
-func (s *Service) Converge(ctx context.Context, hc *hyperv1.HostedCluster) error {
+func (s *Converger) Converge(ctx context.Context, hc *hyperv1.HostedCluster) error {
 	if hc.DeletionTimestamp != nil {
 		return nil
 	}
@@ -44,7 +43,7 @@ func (s *Service) Converge(ctx context.Context, hc *hyperv1.HostedCluster) error
 	if err != nil {
 		return err
 	}
-	idx := s.hub.Index()
+	idx := s.index
 	if _, ok := idx.Secret(render.PullSecretName(hc.Name)); !ok {
 		if in.PullSecret, err = s.pullSecret(ctx, spec); err != nil {
 			return err
@@ -76,9 +75,9 @@ var errDeleting = errors.New("the HostedCluster is being deleted")
 // stillLive confirms on the API server that hc is neither gone nor being deleted (errDeleting). The reconciler
 // works from caches fed by separate watches: a NodePool the operator removed for a deletion can leave the cache
 // before the HostedCluster's deletion reaches it, and would be recreated — and then left behind.
-func (s *Service) stillLive(ctx context.Context, hc *hyperv1.HostedCluster) error {
+func (s *Converger) stillLive(ctx context.Context, hc *hyperv1.HostedCluster) error {
 	var live hyperv1.HostedCluster
-	if err := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(hc), &live); err != nil {
+	if err := s.client.Get(ctx, client.ObjectKeyFromObject(hc), &live); err != nil {
 		if apierrors.IsNotFound(err) {
 			return errDeleting
 		}
@@ -92,13 +91,13 @@ func (s *Service) stillLive(ctx context.Context, hc *hyperv1.HostedCluster) erro
 
 // ensureChildren creates whichever of the rendered children does not exist yet, each owned by hc where it can be,
 // and completes the Agent reservation. ch, when set, records what was created (a create's rollback).
-func (s *Service) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster, spec *clusters.Spec, objs render.Objects, ch *changes) error {
+func (s *Converger) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster, spec *clusters.Spec, objs render.Objects, ch *changes) error {
 	id := meta.InstanceID(hc.Labels)
 	// Only the reconciler (ch == nil) remembers what it ensured: it also forgets it when the cluster goes, whereas a
 	// create served by a follower would leave it behind for good.
 	remember := ch == nil
 	taken := ch.lock()
-	idx := s.hub.Index()
+	idx := s.index
 	v, _ := idx.Get(id)
 	// The lock's ownership and the children do not depend on one another: they are written in parallel (a create's
 	// latency is then one round trip for all of them, not one per object).
@@ -158,32 +157,32 @@ func nodePoolOf(v clusters.View) *hyperv1.NodePool {
 
 // createChild creates one namespaced child owned by hc. AlreadyExists is fine when the object is this instance's
 // (a concurrent convergence won); someone else's object of that name is a conflict.
-func (s *Service) createChild(ctx context.Context, hc *hyperv1.HostedCluster, o client.Object, ch *changes) error {
+func (s *Converger) createChild(ctx context.Context, hc *hyperv1.HostedCluster, o client.Object, ch *changes) error {
 	o.SetOwnerReferences(appendOwner(o.GetOwnerReferences(), hc))
-	err := s.hub.Client.Create(ctx, o)
+	err := s.client.Create(ctx, o)
 	switch {
 	case err == nil:
 		ch.add(o)
 		return nil
 	case apierrors.IsAlreadyExists(err):
 		existing := o.DeepCopyObject().(client.Object)
-		if gerr := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(o), existing); gerr != nil {
-			return hub.Failure(gerr, "reading %s %s", kindOf(o), o.GetName())
+		if gerr := s.client.Get(ctx, client.ObjectKeyFromObject(o), existing); gerr != nil {
+			return hubapi.Failure(gerr, "reading %s %s", kindOf(o), o.GetName())
 		}
 		if other := meta.InstanceID(existing.GetLabels()); other != meta.InstanceID(hc.Labels) {
 			return nameTaken(hc.Name, other, kindOf(o))
 		}
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
-		return hub.Rejected(err, kindOf(o), o.GetName())
+		return hubapi.Rejected(err, kindOf(o), o.GetName())
 	}
-	return hub.Failure(err, "creating %s %s", kindOf(o), o.GetName())
+	return hubapi.Failure(err, "creating %s %s", kindOf(o), o.GetName())
 }
 
 // createManagedCluster creates the cluster-scoped ManagedCluster (not ownable by a namespaced HostedCluster).
-func (s *Service) createManagedCluster(ctx context.Context, id string, objs render.Objects, ch *changes) error {
+func (s *Converger) createManagedCluster(ctx context.Context, id string, objs render.Objects, ch *changes) error {
 	mc := objs.ManagedCluster
-	err := s.hub.Client.Create(ctx, mc)
+	err := s.client.Create(ctx, mc)
 	switch {
 	case err == nil:
 		ch.add(mc)
@@ -192,33 +191,33 @@ func (s *Service) createManagedCluster(ctx context.Context, id string, objs rend
 		return nil // no ACM on this hub
 	case apierrors.IsAlreadyExists(err):
 		existing := mc.DeepCopy()
-		if gerr := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(mc), existing); gerr == nil && meta.InstanceID(existing.Labels) != id {
+		if gerr := s.client.Get(ctx, client.ObjectKeyFromObject(mc), existing); gerr == nil && meta.InstanceID(existing.Labels) != id {
 			return nameTaken(mc.Name, meta.InstanceID(existing.Labels), "ManagedCluster")
 		}
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
-		return hub.Rejected(err, "ManagedCluster", mc.Name)
+		return hubapi.Rejected(err, "ManagedCluster", mc.Name)
 	}
-	return hub.Failure(err, "creating ManagedCluster %s", mc.Name)
+	return hubapi.Failure(err, "creating ManagedCluster %s", mc.Name)
 }
 
 // ensureKlusterletAddonConfig creates the cluster's KAC once ACM's namespace for it exists (when ACM objects are
 // managed and the KAC API is served).
-func (s *Service) ensureKlusterletAddonConfig(ctx context.Context, id string, hc *hyperv1.HostedCluster, remember bool) error {
-	if !s.cfg.ManageACMObjects || !s.hub.LastDiscovery().Served[hub.APIKlusterletAddonConfig] {
+func (s *Converger) ensureKlusterletAddonConfig(ctx context.Context, id string, hc *hyperv1.HostedCluster, remember bool) error {
+	if !s.cfg.ManageACMObjects || !s.catalog.ServesKlusterletAddonConfig() {
 		return nil
 	}
 	s.mu.Lock()
 	done := s.kacDone[id]
 	s.mu.Unlock()
-	if done || !s.hub.ClusterNamespaceExists(ctx, hc.Name) {
+	if done || !s.catalog.ClusterNamespaceExists(ctx, hc.Name) {
 		return nil
 	}
-	if v, _ := s.hub.Index().Get(id); v.ManagedCluster == nil {
+	if v, _ := s.index.Get(id); v.ManagedCluster == nil {
 		return nil // not our ManagedCluster (yet): nothing to configure
 	}
 	kac := render.KlusterletAddonConfig(s.cfg.Provider, id, hc.Name)
-	if err := s.hub.Client.Create(ctx, kac); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := s.client.Create(ctx, kac); err != nil && !apierrors.IsAlreadyExists(err) {
 		if apimeta.IsNoMatchError(err) {
 			return nil
 		}
@@ -232,23 +231,8 @@ func (s *Service) ensureKlusterletAddonConfig(ctx context.Context, id string, hc
 	return nil
 }
 
-// Forget drops what the service remembers about an instance whose deletion is complete.
-func (s *Service) Forget(id string) {
-	s.mu.Lock()
-	delete(s.kacDone, id)
-	delete(s.lockDone, id)
-	s.mu.Unlock()
-}
-
-// Remembered is how many instances the service holds state for (tests: memory follows the live clusters).
-func (s *Service) Remembered() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return max(len(s.kacDone), len(s.lockDone))
-}
-
 // adopt labels a HostedCluster created before the provider label existed with this SP's provider.
-func (s *Service) adopt(ctx context.Context, hc *hyperv1.HostedCluster) error {
+func (s *Converger) adopt(ctx context.Context, hc *hyperv1.HostedCluster) error {
 	if _, ok := hc.Labels[meta.LabelProvider]; ok {
 		return nil
 	}
@@ -257,7 +241,7 @@ func (s *Service) adopt(ctx context.Context, hc *hyperv1.HostedCluster) error {
 
 // adoptChild gives an existing child what current versions create it with: the provider label and an
 // ownerReference to its HostedCluster.
-func (s *Service) adoptChild(ctx context.Context, hc *hyperv1.HostedCluster, kind client.Object, m metav1.ObjectMeta) error {
+func (s *Converger) adoptChild(ctx context.Context, hc *hyperv1.HostedCluster, kind client.Object, m metav1.ObjectMeta) error {
 	if m.DeletionTimestamp != nil || meta.InstanceID(m.Labels) != meta.InstanceID(hc.Labels) {
 		return nil // going away, or another instance's (its own reconcile handles it)
 	}
@@ -275,7 +259,7 @@ func (s *Service) adoptChild(ctx context.Context, hc *hyperv1.HostedCluster, kin
 }
 
 // patchMeta merge-patches metadata fields, conditional on the resourceVersion the decision was made on.
-func (s *Service) patchMeta(ctx context.Context, kind client.Object, m metav1.ObjectMeta, fields map[string]any) error {
+func (s *Converger) patchMeta(ctx context.Context, kind client.Object, m metav1.ObjectMeta, fields map[string]any) error {
 	fields["resourceVersion"] = m.ResourceVersion
 	body, err := json.Marshal(map[string]any{"metadata": fields})
 	if err != nil {
@@ -283,7 +267,7 @@ func (s *Service) patchMeta(ctx context.Context, kind client.Object, m metav1.Ob
 	}
 	kind.SetNamespace(m.Namespace)
 	kind.SetName(m.Name)
-	if err := s.hub.Client.Patch(ctx, kind, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) {
+	if err := s.client.Patch(ctx, kind, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) {
 		if apierrors.IsConflict(err) {
 			return fmt.Errorf("%s %s changed meanwhile; retrying: %w", kindOf(kind), m.Name, err)
 		}
@@ -310,41 +294,6 @@ func appendOwner(refs []metav1.OwnerReference, hc *hyperv1.HostedCluster) []meta
 	return append(append([]metav1.OwnerReference(nil), refs...), metav1.OwnerReference{
 		APIVersion: hyperv1.GroupVersion.String(), Kind: "HostedCluster", Name: hc.Name, UID: hc.UID, Controller: ptr.To(false),
 	})
-}
-
-// SweepOrphans removes what belongs to this provider but to no live cluster, once older than grace (a create in
-// flight on another replica has its objects for a moment before the cache shows its HostedCluster): ManagedClusters
-// (a create that died between the HostedCluster's rollback and the ManagedCluster's), Agent reservations, Secrets
-// made before they were owned by their HostedCluster, and instance locks of creates that died before it. known reports whether an instance has a
-// HostedCluster.
-func (s *Service) SweepOrphans(ctx context.Context, known func(id string) bool, grace time.Duration) {
-	now := s.now()
-	idx := s.hub.Index()
-	for id, mc := range idx.ManagedClusters() {
-		if known(id) || now.Sub(mc.CreationTimestamp.Time) < grace || mc.DeletionTimestamp != nil {
-			continue
-		}
-		if err := s.DeleteACMObjects(ctx, id, mc.Name); err != nil {
-			s.log.Warn("orphan sweep: ManagedCluster", "id", id, "error", err)
-		} else {
-			s.log.Info("orphan sweep: removed the ManagedCluster of an instance without HostedCluster", "id", id, "name", mc.Name)
-		}
-	}
-	for _, id := range idx.UnownedSecretInstances(now.Add(-grace)) {
-		if known(id) {
-			continue
-		}
-		for _, name := range idx.SecretsOf(id) {
-			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.hub.Namespace(), Name: name}}
-			if err := s.hub.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
-				s.log.Warn("orphan sweep: Secret", "id", id, "name", name, "error", err)
-			}
-		}
-		s.log.Info("orphan sweep: removed unowned Secrets of an instance without HostedCluster", "id", id)
-	}
-	s.sweepAgents(ctx, known, now, grace)
-	s.sweepLocks(ctx, known, now, grace)
-	s.sweepTombstones(ctx, now)
 }
 
 // parallel runs the steps concurrently and returns the error of the first step (in argument order) that failed.

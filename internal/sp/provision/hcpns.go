@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 )
 
 // ControlPlaneNamespace is the namespace HyperShift puts a HostedCluster's control plane in: "<namespace>-<name>",
@@ -64,7 +64,7 @@ func controlPlaneNamespaceVerdict(name, cpNamespace string, ns *metav1.PartialOb
 }
 
 // checkControlPlaneNamespace returns controlPlaneNamespaceVerdict on what the hub holds now. self is nil on create.
-func (s *Service) checkControlPlaneNamespace(ctx context.Context, name string, self *hyperv1.HostedCluster) error {
+func (s *Converger) checkControlPlaneNamespace(ctx context.Context, name string, self *hyperv1.HostedCluster) error {
 	cpNamespace, ns, rival, err := s.controlPlaneNamespaceState(ctx, name)
 	if err != nil {
 		return err
@@ -74,14 +74,14 @@ func (s *Service) checkControlPlaneNamespace(ctx context.Context, name string, s
 
 // controlPlaneNamespaceState reads, in parallel, the metadata of a cluster's control plane namespace (nil: absent)
 // and the HostedClusters that could claim it, and returns the first rival found ("" when there is none).
-func (s *Service) controlPlaneNamespaceState(ctx context.Context, name string) (cpNamespace string, ns *metav1.PartialObjectMetadata, rival string, err error) {
-	cpNamespace = ControlPlaneNamespace(s.hub.Namespace(), name)
+func (s *Converger) controlPlaneNamespaceState(ctx context.Context, name string) (cpNamespace string, ns *metav1.PartialObjectMetadata, rival string, err error) {
+	cpNamespace = ControlPlaneNamespace(s.site.Namespace(), name)
 	ns = &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	rivals := controlPlaneNamespaceRivals(cpNamespace, types.NamespacedName{Namespace: s.hub.Namespace(), Name: name})
+	rivals := controlPlaneNamespaceRivals(cpNamespace, types.NamespacedName{Namespace: s.site.Namespace(), Name: name})
 	found := make([]bool, len(rivals))
 	steps := []func() error{func() error {
-		err := s.hub.Client.Get(ctx, client.ObjectKey{Name: cpNamespace}, ns)
+		err := s.client.Get(ctx, client.ObjectKey{Name: cpNamespace}, ns)
 		if apierrors.IsNotFound(err) {
 			ns = nil
 			return nil
@@ -92,7 +92,7 @@ func (s *Service) controlPlaneNamespaceState(ctx context.Context, name string) (
 		steps = append(steps, func() error {
 			hc := &metav1.PartialObjectMetadata{}
 			hc.SetGroupVersionKind(hyperv1.GroupVersion.WithKind("HostedCluster"))
-			err := s.hub.Client.Get(ctx, client.ObjectKey(r), hc)
+			err := s.client.Get(ctx, client.ObjectKey(r), hc)
 			found[i] = err == nil
 			if apierrors.IsNotFound(err) {
 				return nil
@@ -101,7 +101,7 @@ func (s *Service) controlPlaneNamespaceState(ctx context.Context, name string) (
 		})
 	}
 	if err := parallel(steps...); err != nil {
-		return "", nil, "", hub.Failure(err, "checking the control plane namespace %s of cluster %q", cpNamespace, name)
+		return "", nil, "", hubapi.Failure(err, "checking the control plane namespace %s of cluster %q", cpNamespace, name)
 	}
 	for i, r := range rivals {
 		if found[i] {

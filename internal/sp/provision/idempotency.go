@@ -29,7 +29,7 @@ func differentSpec(format string, args ...any) error {
 // of its HostedCluster), for as long as it exists. A replay with the same spec answers 200 with it; the same key
 // with another spec is a 422 (the Idempotency-Key draft's answer for a key reused with another payload). Without
 // either, the id is a fresh UUID; with ?id=, the id decides as it always did (the key is only recorded).
-func (s *Service) Create(ctx context.Context, id, key string, body []byte) (*clusters.Cluster, bool, error) {
+func (s *Writer) Create(ctx context.Context, id, key string, body []byte) (*clusters.Cluster, bool, error) {
 	derived := false
 	if key != "" {
 		if err := clusters.CheckIdempotencyKey(key); err != nil {
@@ -50,7 +50,7 @@ func (s *Service) Create(ctx context.Context, id, key string, body []byte) (*clu
 	if err != nil {
 		return nil, false, err
 	}
-	if err := s.ready(); err != nil {
+	if err := ready(s.site); err != nil {
 		return nil, false, err
 	}
 	if !slices.Contains(s.cfg.Platforms(), string(spec.Platform)) {
@@ -72,7 +72,7 @@ func (s *Service) Create(ctx context.Context, id, key string, body []byte) (*clu
 	if err != nil {
 		return nil, false, err
 	}
-	s.present(c)
+	present(s.cfg, c)
 	return c, created, nil
 }
 
@@ -80,18 +80,18 @@ func (s *Service) Create(ctx context.Context, id, key string, body []byte) (*clu
 // or this one's before the cache caught up — which can meet that create's objects half made (ACM's namespace of the
 // name, say, before this replica sees the HostedCluster). The instance's own HostedCluster, read from the API
 // server, decides: the same spec is a replay (200), anything else keeps the conflict.
-func (s *Service) confirmReplay(ctx context.Context, id string, spec *clusters.Spec, conflict error) (*clusters.Cluster, error) {
+func (s *Writer) confirmReplay(ctx context.Context, id string, spec *clusters.Spec, conflict error) (*clusters.Cluster, error) {
 	hc, err := s.liveHostedCluster(ctx, id)
 	if err != nil || hc == nil {
 		return nil, conflict
 	}
-	return s.replay(s.liveView(ctx, id, hc), spec)
+	return s.replay(s.conv.liveView(ctx, id, hc), spec)
 }
 
 // notDeleted refuses a create under a key-derived id whose cluster was created and deleted: a late replay of the
 // create must not bring back, under DCM's back, a cluster DCM deleted. The deletion record tells (tombstone.go).
-func (s *Service) notDeleted(ctx context.Context, id, key string) error {
-	if v, ok := s.hub.Index().Get(id); ok && v.HostedCluster != nil {
+func (s *Writer) notDeleted(ctx context.Context, id, key string) error {
+	if v, ok := s.index.Get(id); ok && v.HostedCluster != nil {
 		return nil // it exists: a replay or a conflict, decided by the create
 	}
 	t, err := s.tombstone(ctx, id)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
@@ -30,23 +30,23 @@ const staleLockAge = 2 * time.Minute
 
 // lockInstance takes the instance's lock for this create (recorded in ch for the rollback), or decides from an
 // existing one: nil to go on (this spec's lock), a conflict otherwise.
-func (s *Service) lockInstance(ctx context.Context, id string, spec *clusters.Spec, ch *changes) error {
+func (s *Writer) lockInstance(ctx context.Context, id string, spec *clusters.Spec, ch *changes) error {
 	for attempt := 0; ; attempt++ {
-		lock := render.InstanceLock(s.cfg.Provider, s.hub.Namespace(), id, spec.JSON)
-		err := s.hub.Client.Create(ctx, lock)
+		lock := render.InstanceLock(s.cfg.Provider, s.site.Namespace(), id, spec.JSON)
+		err := s.client.Create(ctx, lock)
 		switch {
 		case err == nil:
 			ch.add(lock)
 			return nil
 		case !apierrors.IsAlreadyExists(err):
-			return hub.Failure(err, "creating the lock of instance %s", id)
+			return hubapi.Failure(err, "creating the lock of instance %s", id)
 		}
 		var got corev1.ConfigMap
-		if err := s.hub.Client.Get(ctx, client.ObjectKeyFromObject(lock), &got); err != nil {
+		if err := s.client.Get(ctx, client.ObjectKeyFromObject(lock), &got); err != nil {
 			if apierrors.IsNotFound(err) && attempt < 3 {
 				continue // released meanwhile
 			}
-			return hub.Failure(err, "reading the lock of instance %s", id)
+			return hubapi.Failure(err, "reading the lock of instance %s", id)
 		}
 		if got.Annotations[meta.AnnotationSpec] == spec.JSON && got.DeletionTimestamp == nil {
 			return nil // this request's retry, or the same request on another replica: the HostedCluster decides
@@ -62,7 +62,7 @@ func (s *Service) lockInstance(ctx context.Context, id string, spec *clusters.Sp
 			return differentSpec("instance %s exists with a different spec", id)
 		}
 		if err := s.deleteCreated(ctx, &got); err != nil {
-			return hub.Failure(err, "removing the stale lock of instance %s", id)
+			return hubapi.Failure(err, "removing the stale lock of instance %s", id)
 		}
 		s.log.Info("removed a stale instance lock", "id", id)
 	}
@@ -70,7 +70,7 @@ func (s *Service) lockInstance(ctx context.Context, id string, spec *clusters.Sp
 
 // staleLock reports whether a lock no longer guards anything: its HostedCluster is gone (the garbage collector has
 // not caught up yet), or it never got one and is older than a create takes.
-func (s *Service) staleLock(ctx context.Context, lock *corev1.ConfigMap) (bool, error) {
+func (s *Writer) staleLock(ctx context.Context, lock *corev1.ConfigMap) (bool, error) {
 	if lock.DeletionTimestamp != nil {
 		return true, nil
 	}
@@ -80,12 +80,12 @@ func (s *Service) staleLock(ctx context.Context, lock *corev1.ConfigMap) (bool, 
 	for _, ref := range lock.OwnerReferences {
 		var hc metav1.PartialObjectMetadata
 		hc.SetGroupVersionKind(hyperv1.GroupVersion.WithKind("HostedCluster"))
-		err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: lock.Namespace, Name: ref.Name}, &hc)
+		err := s.client.Get(ctx, client.ObjectKey{Namespace: lock.Namespace, Name: ref.Name}, &hc)
 		switch {
 		case err == nil && hc.UID == ref.UID:
 			return false, nil
 		case err != nil && !apierrors.IsNotFound(err):
-			return false, hub.Failure(err, "reading HostedCluster %s", ref.Name)
+			return false, hubapi.Failure(err, "reading HostedCluster %s", ref.Name)
 		}
 	}
 	return true, nil
@@ -94,7 +94,7 @@ func (s *Service) staleLock(ctx context.Context, lock *corev1.ConfigMap) (bool, 
 // ensureInstanceLock makes a live cluster's lock exist, owned by its HostedCluster alone and carrying its stored
 // spec. Done once per HostedCluster per process when remembered (the garbage collector, not the SP, removes it).
 // taken is the lock this create has just taken, if any (no need to read it back).
-func (s *Service) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedCluster, taken *corev1.ConfigMap, remember bool) error {
+func (s *Converger) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedCluster, taken *corev1.ConfigMap, remember bool) error {
 	id := meta.InstanceID(hc.Labels)
 	s.mu.Lock()
 	done := s.lockDone[id] == hc.UID
@@ -107,13 +107,13 @@ func (s *Service) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedClus
 		err = s.ownLock(ctx, taken, hc)
 	} else {
 		// Read first: the lock almost always exists (every create takes it), so this is one call, not two.
-		lock := render.InstanceLock(s.cfg.Provider, s.hub.Namespace(), id, hc.Annotations[meta.AnnotationSpec])
+		lock := render.InstanceLock(s.cfg.Provider, s.site.Namespace(), id, hc.Annotations[meta.AnnotationSpec])
 		var got corev1.ConfigMap
-		if err = s.hub.Client.Get(ctx, client.ObjectKeyFromObject(lock), &got); apierrors.IsNotFound(err) {
+		if err = s.client.Get(ctx, client.ObjectKeyFromObject(lock), &got); apierrors.IsNotFound(err) {
 			lock.OwnerReferences = appendOwner(nil, hc)
-			err = s.hub.Client.Create(ctx, lock)
+			err = s.client.Create(ctx, lock)
 			if apierrors.IsAlreadyExists(err) {
-				err = s.hub.Client.Get(ctx, client.ObjectKeyFromObject(lock), &got)
+				err = s.client.Get(ctx, client.ObjectKeyFromObject(lock), &got)
 			} else if err == nil {
 				got = *lock
 			}
@@ -134,7 +134,7 @@ func (s *Service) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedClus
 }
 
 // ownLock makes hc the lock's only owner and its spec the lock's, conditional on the version read.
-func (s *Service) ownLock(ctx context.Context, lock *corev1.ConfigMap, hc *hyperv1.HostedCluster) error {
+func (s *Converger) ownLock(ctx context.Context, lock *corev1.ConfigMap, hc *hyperv1.HostedCluster) error {
 	if len(lock.OwnerReferences) == 1 && ownedBy(lock.OwnerReferences, hc) && lock.Annotations[meta.AnnotationSpec] == hc.Annotations[meta.AnnotationSpec] {
 		return nil
 	}
@@ -146,11 +146,11 @@ func (s *Service) ownLock(ctx context.Context, lock *corev1.ConfigMap, hc *hyper
 
 // sweepLocks removes this provider's locks that no HostedCluster owns, of instances without one, once older than
 // grace: creates that died after taking the lock. Owned locks go with their HostedCluster (garbage collector).
-func (s *Service) sweepLocks(ctx context.Context, known func(id string) bool, now time.Time, grace time.Duration) {
+func (s *Converger) sweepLocks(ctx context.Context, known func(id string) bool, now time.Time, grace time.Duration) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
 	sel := labels.SelectorFromSet(labels.Set{meta.LabelProvider: s.cfg.Provider})
-	if err := s.hub.Client.List(ctx, &list, client.InNamespace(s.hub.Namespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := s.client.List(ctx, &list, client.InNamespace(s.site.Namespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		s.log.Warn("orphan sweep: listing instance locks", "error", err)
 		return
 	}
@@ -162,7 +162,7 @@ func (s *Service) sweepLocks(ctx context.Context, known func(id string) bool, no
 		}
 		uid := m.UID
 		lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
-		if err := s.hub.Client.Delete(ctx, lock, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := s.client.Delete(ctx, lock, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			s.log.Warn("orphan sweep: instance lock", "id", id, "error", err)
 			continue
 		}

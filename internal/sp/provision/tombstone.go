@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
@@ -35,14 +35,14 @@ func tombstoneName(provider, id string) string {
 }
 
 // tombstone reads an instance's deletion record; nil when there is none or it has expired.
-func (s *Service) tombstone(ctx context.Context, id string) (*corev1.ConfigMap, error) {
+func (s *Writer) tombstone(ctx context.Context, id string) (*corev1.ConfigMap, error) {
 	var cm corev1.ConfigMap
-	err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: s.hub.Namespace(), Name: tombstoneName(s.cfg.Provider, id)}, &cm)
+	err := s.client.Get(ctx, client.ObjectKey{Namespace: s.site.Namespace(), Name: tombstoneName(s.cfg.Provider, id)}, &cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, hub.Failure(err, "reading the deletion record of instance %s", id)
+		return nil, hubapi.Failure(err, "reading the deletion record of instance %s", id)
 	case expired(cm.Annotations, s.now()):
 		return nil, nil
 	}
@@ -71,7 +71,7 @@ func withKey(keys []string, key string) []string {
 
 // deletedBefore answers a DELETE of an instance without HostedCluster: 204 (nil) when it replays, with the same
 // Idempotency-Key, a DELETE this SP answered 204 within the retention; a 404 otherwise.
-func (s *Service) deletedBefore(ctx context.Context, id, key string) error {
+func (s *Writer) deletedBefore(ctx context.Context, id, key string) error {
 	notFound := clusters.NotFound("cluster %s not found", id)
 	if key == "" {
 		return notFound
@@ -89,7 +89,7 @@ func (s *Service) deletedBefore(ctx context.Context, id, key string) error {
 
 // rememberDelete writes (or extends) the deletion record of a cluster about to be deleted, when it was created with
 // an Idempotency-Key or this DELETE carries one; the seed's unkeyed contract writes nothing.
-func (s *Service) rememberDelete(ctx context.Context, hc *hyperv1.HostedCluster, id, key string) error {
+func (s *Writer) rememberDelete(ctx context.Context, hc *hyperv1.HostedCluster, id, key string) error {
 	createKey := hc.Annotations[meta.AnnotationIdempotencyKey]
 	if key == "" && createKey == "" {
 		return nil
@@ -99,14 +99,14 @@ func (s *Service) rememberDelete(ctx context.Context, hc *hyperv1.HostedCluster,
 		now := s.now()
 		expires := now.Add(s.cfg.DeleteKeyRetention).UTC().Format(time.RFC3339)
 		var cur corev1.ConfigMap
-		err := s.hub.Client.Get(ctx, client.ObjectKey{Namespace: s.hub.Namespace(), Name: name}, &cur)
+		err := s.client.Get(ctx, client.ObjectKey{Namespace: s.site.Namespace(), Name: name}, &cur)
 		if apierrors.IsNotFound(err) {
 			keys, _ := json.Marshal(withKey(nil, key))
 			labels := map[string]string{meta.LabelProvider: s.cfg.Provider, meta.LabelManagedBy: meta.ManagedByValue, meta.LabelTombstone: "true"}
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.hub.Namespace(), Name: name, Labels: labels,
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.site.Namespace(), Name: name, Labels: labels,
 				Annotations: map[string]string{meta.AnnotationTombstoneOf: id, meta.AnnotationDeleteKeys: string(keys),
 					meta.AnnotationIdempotencyKey: createKey, meta.AnnotationExpiresAt: expires}}}
-			if err = s.hub.Client.Create(ctx, cm); err == nil || !apierrors.IsAlreadyExists(err) {
+			if err = s.client.Create(ctx, cm); err == nil || !apierrors.IsAlreadyExists(err) {
 				return recordErr(err, id)
 			}
 			continue // another replica's DELETE wrote it meanwhile
@@ -126,7 +126,7 @@ func (s *Service) rememberDelete(ctx context.Context, hc *hyperv1.HostedCluster,
 		if createKey != "" {
 			cur.Annotations[meta.AnnotationIdempotencyKey] = createKey
 		}
-		if err = s.hub.Client.Patch(ctx, &cur, patch); err == nil || !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		if err = s.client.Patch(ctx, &cur, patch); err == nil || !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return recordErr(err, id)
 		}
 	}
@@ -137,14 +137,14 @@ func recordErr(err error, id string) error {
 	if err == nil {
 		return nil
 	}
-	return hub.Failure(err, "recording the deletion of instance %s", id)
+	return hubapi.Failure(err, "recording the deletion of instance %s", id)
 }
 
 // sweepTombstones removes this provider's expired deletion records.
-func (s *Service) sweepTombstones(ctx context.Context, now time.Time) {
+func (s *Converger) sweepTombstones(ctx context.Context, now time.Time) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := s.hub.Client.List(ctx, &list, client.InNamespace(s.hub.Namespace()),
+	if err := s.client.List(ctx, &list, client.InNamespace(s.site.Namespace()),
 		client.MatchingLabels{meta.LabelProvider: s.cfg.Provider, meta.LabelTombstone: "true"}); err != nil {
 		s.log.Warn("orphan sweep: listing deletion records", "error", err)
 		return
@@ -156,7 +156,7 @@ func (s *Service) sweepTombstones(ctx context.Context, now time.Time) {
 		}
 		uid := m.UID
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
-		if err := s.hub.Client.Delete(ctx, cm, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := s.client.Delete(ctx, cm, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			s.log.Warn("orphan sweep: deletion record", "name", m.Name, "error", err)
 			continue
 		}

@@ -33,7 +33,7 @@ type Index interface {
 	OnChange(func(id string))
 }
 
-// Provisioner changes the hub (provision.Service).
+// Provisioner changes the hub (provision.Converger).
 type Provisioner interface {
 	// Converge drives a live cluster's children toward its stored spec.
 	Converge(ctx context.Context, hc *hyperv1.HostedCluster) error

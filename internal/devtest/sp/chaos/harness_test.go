@@ -45,6 +45,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/events"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
@@ -712,7 +713,7 @@ func scan(t *testing.T, ids []string) []string {
 			}
 		}
 	}
-	for _, gvk := range []schema.GroupVersionKind{hub.KlusterletAddonConfigGVK, hub.AgentGVK} {
+	for _, gvk := range []schema.GroupVersionKind{hubapi.KlusterletAddonConfigGVK, hubapi.AgentGVK} {
 		var u unstructured.UnstructuredList
 		u.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		must(testHub.Client.List(ctx, &u, sel))

@@ -1,4 +1,7 @@
-package hub
+// Package hubapi holds what the SP knows of the hub's API apart from any connection to it: the kinds it handles as
+// unstructured objects, and the classification of the API server's failures and refusals as domain errors. The hub
+// adapter and the services that write through a client share it.
+package hubapi
 
 import (
 	"context"
@@ -9,8 +12,18 @@ import (
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+)
+
+// GroupVersionKinds of the kinds handled as unstructured objects.
+var (
+	ClusterImageSetGVK       = schema.GroupVersionKind{Group: "hive.openshift.io", Version: "v1", Kind: "ClusterImageSet"}
+	AgentGVK                 = schema.GroupVersionKind{Group: "agent-install.openshift.io", Version: "v1beta1", Kind: "Agent"}
+	InfraEnvGVK              = schema.GroupVersionKind{Group: "agent-install.openshift.io", Version: "v1beta1", Kind: "InfraEnv"}
+	KlusterletAddonConfigGVK = schema.GroupVersionKind{Group: "agent.open-cluster-management.io", Version: "v1", Kind: "KlusterletAddonConfig"}
+	VirtualMachineGVK        = schema.GroupVersionKind{Group: "kubevirt.io", Version: "v1", Kind: "VirtualMachine"}
 )
 
 // Failure classifies an unexpected failure of a hub call as a domain error: a deadline or an unreachable hub
