@@ -1,4 +1,4 @@
-// Package hub is the SP's access to the ACM hub cluster: a client for writes, and informer caches for reads
+// Package hub is the SP's access to the ACM hub cluster: a client for writes, and informer caches for reads.
 // HostedClusters, NodePools and ManagedClusters are label-selected
 // (managed-by=dcm,dcm-service-type=cluster), filtered to this provider (label dcm.io/provider), stripped by a
 // transform, and fed into an Index keyed by instance id, so GET, LIST and status evaluation never call the API
@@ -10,8 +10,8 @@
 // Informers start as their APIs are discovered (a background discovery every DiscoveryInterval), so a hub
 // without the Agent CRDs still serves KubeVirt, and a CRD installed later is picked up without a restart.
 //
-// A failed or refused API-server call becomes a domain error here (Failure, Rejected), so that every layer above
-// maps it to one HTTP status.
+// A failed or refused API-server call becomes a domain error through hubapi (Failure, Rejected), so that every layer
+// above maps it to one HTTP status.
 package hub
 
 import (
