@@ -198,6 +198,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	ro.WaitForSync, ro.Log, ro.Registry = h.WaitForSync, log, reg
 	ro.CatchUp = func(ctx context.Context) error { return h.CatchUp(ctx, 10*time.Second) }
 	a.Reconciler = reconcile.New(h.Index(), svc, reporter, ro)
+	h.Index().OnChange(a.Reconciler.Enqueue)
 	if a.Publisher != nil {
 		a.Publisher.OnDelivered(func(id string, st status.Status) {
 			if st == status.Deleted {

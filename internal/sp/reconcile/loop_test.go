@@ -9,21 +9,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"k8s.io/client-go/util/workqueue"
-
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 const within = 10 * time.Second
 
 // recordingQueue hands out the ids it holds and journals what the worker does with each.
 type recordingQueue struct {
-	workqueue.TypedRateLimitingInterface[string] // unused methods
-	j                                            *journal
-	items                                        []string
+	leaderloop.Queue // unused methods
+	j                *journal
+	items            []string
 }
 
 func (q *recordingQueue) Get() (string, bool) {
@@ -70,7 +69,7 @@ func TestWorkerSchedulesTheNextLook(t *testing.T) {
 				f.prov.failing("Converge", errHub, 0)
 			}
 			q := &recordingQueue{j: f.j, items: []string{"a"}}
-			if !f.r.processNext(context.Background(), q) {
+			if !leaderloop.Process(context.Background(), q, f.r.handle) {
 				t.Fatal("the worker stopped with an item in the queue")
 			}
 			if got := f.j.all(); !slices.Equal(got, c.want) {
@@ -79,7 +78,7 @@ func TestWorkerSchedulesTheNextLook(t *testing.T) {
 			if n := testutil.ToFloat64(f.r.results.WithLabelValues(c.result)); n != 1 {
 				t.Fatalf("acm_sp_reconciles_total{result=%q} = %v, want 1", c.result, n)
 			}
-			if f.r.processNext(context.Background(), q) {
+			if leaderloop.Process(context.Background(), q, f.r.handle) {
 				t.Fatal("the worker went on after the queue shut down")
 			}
 		})
@@ -114,14 +113,18 @@ func run(t *testing.T, r *Reconciler) (stop func()) {
 }
 
 // A term catches up with the API server, then re-publishes and re-evaluates every known instance and sweeps
-// orphans before any worker runs; it then follows the index's changes; when it ends, everything it remembered is
-// dropped and changes are no longer queued.
+// orphans before any worker runs; it then follows the index's changes (registered by the wiring, not by New);
+// when it ends, everything it remembered is dropped and changes are no longer queued.
 func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 	j := &journal{}
 	ix := newIndex(view("a", ready("c-a"), readyPool("np")), view("b", pending("c-b")), view("c", nil, readyPool("np-c")))
 	prov, rep := newProv(j), newReporter(j)
 	reg := prometheus.NewRegistry()
 	r := New(ix, prov, rep, Options{Registry: reg, CatchUp: func(context.Context) error { j.add("catch-up"); return nil }})
+	if ix.onChange != nil {
+		t.Fatal("New registered a callback with the index; the wiring does that")
+	}
+	ix.OnChange(r.Enqueue)
 	if n, err := testutil.GatherAndCount(reg, "acm_sp_reconciles_total"); err != nil || n != 2 {
 		t.Fatalf("before any reconcile: %d series of acm_sp_reconciles_total (%v), want ok and error at 0", n, err)
 	}
@@ -164,11 +167,12 @@ func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 	if r.Remembered() != 0 || j.has("prov-forget c") {
 		t.Fatalf("after the term: remembered %d, calls %q", r.Remembered(), j.all())
 	}
-	r.qmu.Lock()
-	q := r.queue
-	r.qmu.Unlock()
-	if q != nil {
+	if r.loop.Running() {
 		t.Fatal("the queue of an ended term still takes changes")
+	}
+	ix.set(view("e", pending("c-e")))
+	if r.loop.Len() != 0 || j.has("report e PENDING") {
+		t.Fatalf("a change after the term was queued: %q", j.all())
 	}
 	// a, b and c at start, d on its change, all four again: c (no HostedCluster) is a successful no-op.
 	if ok := testutil.ToFloat64(r.results.WithLabelValues("ok")); ok != 8 {

@@ -28,6 +28,7 @@ func newFixture(t *testing.T, withReporter bool, views ...clusters.View) *fixtur
 		rep = f.rep
 	}
 	f.r = New(f.ix, f.prov, rep, Options{})
+	f.ix.OnChange(f.r.Enqueue) // as app.New wires it
 	return f
 }
 
