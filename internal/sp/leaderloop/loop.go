@@ -58,7 +58,7 @@ func New(o Options) *Loop {
 	return &Loop{o: o}
 }
 
-// Term hooks the owner's work into a term; both may be nil.
+// Term hooks the owner's work into a term; each may be nil.
 type Term struct {
 	// Begin runs once the term's queue takes keys and before any worker runs: what it adds is the term's first
 	// work, in order.
@@ -66,10 +66,12 @@ type Term struct {
 	// While runs beside the workers and returns once ctx has ended (periodic resyncs, a final flush); the queue
 	// and the workers keep running until it has returned. Without it the term lasts until ctx ends.
 	While func(ctx context.Context)
+	// End runs after the workers stopped and before the next term can begin (dropping the term's memory).
+	End func()
 }
 
 // Run runs one term until ctx ends: a fresh queue, Begin, the workers beside While; then the queue takes no more
-// keys and is shut down, and Run returns once every worker has finished the key it held. Workers get ctx: a
+// keys and is shut down, every worker finishes the key it held, and End runs. Workers get ctx: a
 // handler that must finish after the term ended detaches from it itself. Terms never overlap: a Run waits for
 // the previous one to have returned, and does nothing when ctx ended meanwhile.
 func (l *Loop) Run(ctx context.Context, t Term) {
@@ -100,6 +102,9 @@ func (l *Loop) Run(ctx context.Context, t Term) {
 	l.queue.CompareAndSwap(&q, nil)
 	q.ShutDown()
 	wg.Wait()
+	if t.End != nil {
+		t.End()
+	}
 }
 
 // Process is one step of a worker: it takes the next key from q (false: q was shut down), hands it to h and

@@ -176,7 +176,7 @@ func TestTermsStartAndStopClean(t *testing.T) {
 }
 
 // The workers stop when the term ends: a worker busy with a key finishes it (its context ended), and Run returns
-// only then; While runs beside the workers and the queue still takes keys until it returns.
+// only then; While runs beside the workers and the queue still takes keys until it returns; End runs last.
 func TestEndOfTermStopsTheWorkers(t *testing.T) {
 	j := &journal{}
 	busy, final := make(chan struct{}), make(chan struct{})
@@ -205,7 +205,7 @@ func TestEndOfTermStopsTheWorkers(t *testing.T) {
 			case <-time.After(within):
 				j.add("final never handled")
 			}
-		}})
+		}, End: func() { j.add("end") }})
 		close(done)
 	}()
 	<-busy
@@ -216,17 +216,17 @@ func TestEndOfTermStopsTheWorkers(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 	got := j.all()
-	if !slices.Contains(got, "slow ended") || !slices.Contains(got, "while returned") {
-		t.Fatalf("Run returned before its workers and While: %q", got)
+	if !slices.Contains(got, "slow ended") || !slices.Contains(got, "while returned") || got[len(got)-1] != "end" {
+		t.Fatalf("Run returned before its workers and While, or End ran before them: %q", got)
 	}
 }
 
-// Terms never overlap: a second Run waits for the first to return, and the first's end does not take the
-// second's queue away; a Run whose context ended while it waited does nothing.
+// Terms never overlap: a second Run waits for the first to return (its End included), and the first's end does
+// not take the second's queue away; a Run whose context ended while it waited does nothing.
 func TestTermsDoNotOverlap(t *testing.T) {
 	j := &journal{}
 	l := New(Options{Handle: func(_ context.Context, k string) (time.Duration, error) { j.add("handle %s", k); return 0, nil }})
-	stop1 := term(t, l, Term{Begin: func(context.Context) { j.add("begin 1") }})
+	stop1 := term(t, l, Term{Begin: func(context.Context) { j.add("begin 1") }, End: func() { j.add("end 1") }})
 	testwait.For(t, within, "term 1 begun", func() bool { return j.count("begin 1") == 1 })
 	stop2 := term(t, l, Term{Begin: func(context.Context) { j.add("begin 2") }})
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -241,6 +241,9 @@ func TestTermsDoNotOverlap(t *testing.T) {
 	}
 	stop1()
 	testwait.For(t, within, "term 2 begun", func() bool { return j.count("begin 2") == 1 })
+	if got := j.all(); slices.Index(got, "end 1") > slices.Index(got, "begin 2") {
+		t.Fatalf("term 2 began before term 1's End: %q", got)
+	}
 	l.Add("x")
 	testwait.For(t, within, "x handled in term 2", func() bool { return j.count("handle x") == 1 })
 	stop2()

@@ -176,10 +176,11 @@ func (r *Reconciler) Start(ctx context.Context) error {
 				r.resync(ctx)
 			}
 		}
+	}, End: func() {
+		// The next leader (maybe this replica again) starts from the hub; a replica that leads no more must not
+		// keep what it learned about clusters that may be deleted meanwhile.
+		r.forgetUnknown(nil)
 	}})
-	// The next leader (maybe this replica again) starts from the hub; a replica that leads no more must not keep
-	// what it learned about clusters that may be deleted meanwhile.
-	r.forgetUnknown(nil)
 	return nil
 }
 
