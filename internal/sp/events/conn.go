@@ -67,8 +67,14 @@ func readSecretFile(path string) (string, error) {
 	return strings.TrimRight(string(data), "\r\n"), nil
 }
 
-// Connect dials NATS without blocking: an unreachable server is retried in the background, forever.
+// Connect dials NATS without blocking: an unreachable server is retried in the background, forever. Once
+// connected, a later call does nothing (a term's Start connects when Run has not).
 func (p *Publisher) Connect() error {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	if p.conn.Load() != nil {
+		return nil
+	}
 	creds, err := p.o.Credentials.natsOptions()
 	if err != nil {
 		return err

@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/client-go/util/workqueue"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
@@ -37,24 +37,19 @@ func (p *Publisher) flush(ctx context.Context) {
 	}
 }
 
-func (p *Publisher) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
-	id, shutdown := q.Get()
-	if shutdown {
-		return false
-	}
-	defer q.Done(id)
-	switch p.publishPending(ctx, id, false) {
-	case errNothing:
-	case nil:
-		q.Forget(id)
-	default:
+// handle is the term's handler (leaderloop.Handler): it publishes the instance's pending status. A publish in
+// flight finishes after the term's ctx ended, bounded by its own timeout; a failure is retried with backoff.
+func (p *Publisher) handle(ctx context.Context, id string) (time.Duration, error) {
+	err := p.publishPending(context.WithoutCancel(ctx), id, false)
+	if err != nil && !errors.Is(err, errNothing) {
 		p.m.retried.Inc()
-		q.AddRateLimited(id)
 	}
-	return true
+	return 0, err
 }
 
-var errNothing = errors.New("nothing pending")
+// errNothing: nothing to publish now (delivered already, or its debounce window has not ended: scheduled then).
+// The instance's backoff is kept.
+var errNothing = fmt.Errorf("nothing pending: %w", leaderloop.ErrNothingDone)
 
 // publishPending publishes the instance's pending status and records the outcome; now skips the debounce (the
 // end of a term).

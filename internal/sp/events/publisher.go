@@ -26,8 +26,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/util/workqueue"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
@@ -58,17 +58,14 @@ type Options struct {
 
 // Publisher turns status reports into acknowledged CloudEvents.
 type Publisher struct {
-	o     Options
-	log   *slog.Logger
-	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[string]] // set while Start runs (a leadership term)
-	m     *metrics
+	o    Options
+	log  *slog.Logger
+	loop *leaderloop.Loop // the term's queue and workers (terms never overlap)
+	m    *metrics
 
-	conn atomic.Pointer[nats.Conn]
-	js   atomic.Pointer[jetstream.JetStream]
-
-	// terms orders leadership terms: a term's Start returns only after its workers stopped and its queue was
-	// cleared, and the next term's Start begins only then.
-	terms sync.Mutex
+	connMu sync.Mutex // one Connect at a time
+	conn   atomic.Pointer[nats.Conn]
+	js     atomic.Pointer[jetstream.JetStream]
 
 	mu        sync.Mutex
 	entries   map[string]*entry
@@ -106,6 +103,8 @@ func New(o Options) *Publisher {
 		o: o, log: o.Log, entries: map[string]*entry{}, fed: make(chan struct{}, 1),
 	}
 	p.m = newMetrics(o.Registry, p.pendingCount, p.noStreamGauge)
+	p.loop = leaderloop.New(leaderloop.Options{Name: "events", Workers: o.Workers, RetryMin: o.RetryMin, RetryMax: o.RetryMax,
+		Handle: p.handle})
 	return p
 }
 
@@ -162,53 +161,35 @@ func (p *Publisher) Resync() {
 // the previous one to have returned. At the end of a term the publisher forgets every instance: the next leader
 // (maybe this replica again) re-reports them all from the hub.
 func (p *Publisher) Start(ctx context.Context) error {
-	p.terms.Lock()
-	defer p.terms.Unlock()
 	if ctx.Err() != nil {
 		return nil
 	}
-	if p.conn.Load() == nil {
-		if err := p.Connect(); err != nil {
-			return err
-		}
+	if err := p.Connect(); err != nil {
+		return err
 	}
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.o.RetryMin, p.o.RetryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "events"})
-	// Publishes in flight finish, and the final flush runs, after the term's ctx ended: they are bounded by their
-	// own timeouts instead.
-	pctx := context.WithoutCancel(ctx)
-	p.queue.Store(&q)
-	if p.o.CreateStream {
-		p.ensureStream(pctx)
-	}
-	p.retryNow() // whatever is pending from before this term
-	var wg sync.WaitGroup
-	feedCtx, stopFeed := context.WithCancel(ctx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		p.feedBacklog(feedCtx, q)
-	}()
-	for i := 0; i < p.o.Workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for p.processNext(pctx, q) {
+	p.loop.Run(ctx, leaderloop.Term{
+		Begin: func(ctx context.Context) {
+			if p.o.CreateStream {
+				p.ensureStream(context.WithoutCancel(ctx))
 			}
-		}()
-	}
-	<-ctx.Done()
-	fctx, cancel := context.WithTimeout(pctx, 5*time.Second)
-	p.flush(fctx)
-	cancel()
-	p.queue.CompareAndSwap(&q, nil)
-	stopFeed()
-	q.ShutDown()
-	wg.Wait()
-	p.mu.Lock()
-	clear(p.entries)
-	p.backlog = nil
-	p.mu.Unlock()
+			p.retryNow() // whatever is pending from before this term
+		},
+		While: func(ctx context.Context) {
+			var feeding sync.WaitGroup
+			feeding.Go(func() { p.feedBacklog(ctx) })
+			<-ctx.Done()
+			// The final flush runs after the term's ctx ended, bounded by its own timeout.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			p.flush(fctx)
+			cancel()
+			feeding.Wait()
+		},
+		End: func() {
+			p.mu.Lock()
+			clear(p.entries)
+			p.backlog = nil
+			p.mu.Unlock()
+		},
+	})
 	return nil
 }

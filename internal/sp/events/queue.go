@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/client-go/util/workqueue"
-
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
@@ -76,17 +74,7 @@ func (p *Publisher) Report(id string, r status.Report) {
 }
 
 // add schedules an instance's publish (a no-op while not running: Start picks up everything pending).
-func (p *Publisher) add(id string, after time.Duration) {
-	q := p.queue.Load()
-	if q == nil {
-		return
-	}
-	if after > 0 {
-		(*q).AddAfter(id, after)
-	} else {
-		(*q).Add(id)
-	}
-}
+func (p *Publisher) add(id string, after time.Duration) { p.loop.AddAfter(id, after) }
 
 // retryNow moves every pending instance to the front after a (re)connect instead of waiting out its backoff.
 func (p *Publisher) retryNow() {
@@ -99,24 +87,21 @@ func (p *Publisher) retryNow() {
 		}
 	}
 	p.mu.Unlock()
-	q := p.queue.Load()
 	for _, id := range ids {
-		if q != nil {
-			(*q).Forget(id)
-		}
+		p.loop.Forget(id)
 		p.add(id, 0)
 	}
 }
 
 // feedBacklog moves re-publishes from the backlog to the queue while the queue holds fewer than Workers items,
 // until ctx ends.
-func (p *Publisher) feedBacklog(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) {
+func (p *Publisher) feedBacklog(ctx context.Context) {
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	for {
 		var ids []string
 		p.mu.Lock()
-		for room := p.o.Workers - q.Len(); room > len(ids) && len(p.backlog) > 0; {
+		for room := p.o.Workers - p.loop.Len(); room > len(ids) && len(p.backlog) > 0; {
 			id := p.backlog[0]
 			p.backlog = p.backlog[1:]
 			if e := p.entries[id]; e != nil && e.backlog {
@@ -130,7 +115,7 @@ func (p *Publisher) feedBacklog(ctx context.Context, q workqueue.TypedRateLimiti
 		}
 		p.mu.Unlock()
 		for _, id := range ids {
-			q.Add(id)
+			p.loop.Add(id)
 		}
 		// With more waiting, look again shortly (the queue drains as publishes are acked); else wait for a resync.
 		idle := time.Hour
