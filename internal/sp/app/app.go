@@ -201,14 +201,20 @@ func (a *App) Run(ctx context.Context) error {
 	case runErr = <-errs:
 		cancel()
 	}
-	// One budget for the whole shutdown (shutdownTimeout): requests in flight, the leader's tasks, NATS.
+	a.shutdown(ctx, srv, cancelRequests, &wg)
+	return runErr
+}
+
+// shutdown stops what Run started within one budget (shutdownTimeout): requests in flight, the leader's tasks
+// (running waits for them), NATS.
+func (a *App) shutdown(ctx context.Context, srv *http.Server, cancelRequests context.CancelFunc, running *sync.WaitGroup) {
 	began := time.Now()
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.Config.ShutdownTimeout)
 	defer stop()
 	// Requests in flight get most of the budget to finish; those still running then are cancelled, which they
 	// answer with a 503 (retry) in the time left; whatever is still open at the end is closed.
 	drain, endDrain := context.WithTimeout(shutdownCtx, a.Config.ShutdownTimeout-min(a.Config.ShutdownTimeout/4, time.Second))
-	err = srv.Shutdown(drain)
+	err := srv.Shutdown(drain)
 	endDrain()
 	if err != nil {
 		a.log.Warn("shutdown: cancelling the requests still in flight", "budget", a.Config.ShutdownTimeout.String())
@@ -218,7 +224,7 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
+	go func() { running.Wait(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-shutdownCtx.Done():
@@ -228,7 +234,6 @@ func (a *App) Run(ctx context.Context) error {
 		a.Publisher.Close()
 	}
 	a.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond).String())
-	return runErr
 }
 
 // warnIfUnauthenticated says loudly, at start and every hour, that the API is open to anyone who can reach a
