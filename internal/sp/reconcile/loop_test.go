@@ -11,53 +11,27 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 const within = 10 * time.Second
 
-// recordingQueue hands out the ids it holds and journals what the worker does with each.
-type recordingQueue struct {
-	leaderloop.Queue // unused methods
-	j                *journal
-	items            []string
-}
-
-func (q *recordingQueue) Get() (string, bool) {
-	if len(q.items) == 0 {
-		return "", true
-	}
-	id := q.items[0]
-	q.items = q.items[1:]
-	return id, false
-}
-func (q *recordingQueue) Add(id string)            { q.j.add("q-add %s", id) }
-func (q *recordingQueue) Done(id string)           { q.j.add("q-done %s", id) }
-func (q *recordingQueue) Forget(id string)         { q.j.add("q-forget %s", id) }
-func (q *recordingQueue) AddRateLimited(id string) { q.j.add("q-backoff %s", id) }
-func (q *recordingQueue) AddAfter(id string, d time.Duration) {
-	q.j.add("q-after %s %v", id, d)
-}
-
-// What a worker does with the queue after one reconcile: a failure is retried with backoff (its failure count
-// kept), a deadline is scheduled with the backoff reset, anything else only resets the backoff; every item is
-// marked done; a shut-down queue ends the worker.
-func TestWorkerSchedulesTheNextLook(t *testing.T) {
+// What one reconcile hands back to the term's loop (which schedules by it: leaderloop.Process): a failure is an
+// error (retried with backoff), a deadline is when to look again, anything else is done; each is counted.
+func TestHandleSchedulesTheNextLook(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		pending bool // a is PENDING (a deadline), else READY
 		fail    bool
 		result  string
-		want    []string
+		after   time.Duration
+		calls   []string
 	}{
-		{name: "error: retried with backoff, not forgotten", fail: true, result: "error",
-			want: []string{"report a READY", "converge c-a", "q-backoff a", "q-done a"}},
-		{name: "deadline: forgotten, scheduled at the deadline", pending: true, result: "ok",
-			want: []string{"report a PENDING", "converge c-a", "q-forget a", "q-after a 44m0.01s", "q-done a"}},
-		{name: "nothing pending: forgotten", result: "ok",
-			want: []string{"report a READY", "converge c-a", "q-forget a", "q-done a"}},
+		{name: "error: retried with backoff", fail: true, result: "error", calls: []string{"report a READY", "converge c-a"}},
+		{name: "deadline: looked at again then", pending: true, result: "ok", after: 44*time.Minute + 10*time.Millisecond,
+			calls: []string{"report a PENDING", "converge c-a"}},
+		{name: "nothing pending: done", result: "ok", calls: []string{"report a READY", "converge c-a"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := view("a", ready("c-a"), readyPool("np"))
@@ -68,18 +42,15 @@ func TestWorkerSchedulesTheNextLook(t *testing.T) {
 			if c.fail {
 				f.prov.failing("Converge", errHub, 0)
 			}
-			q := &recordingQueue{j: f.j, items: []string{"a"}}
-			if !leaderloop.Process(context.Background(), q, f.r.handle) {
-				t.Fatal("the worker stopped with an item in the queue")
+			after, err := f.r.handle(context.Background(), "a")
+			if (err != nil) != c.fail || after != c.after {
+				t.Fatalf("handle: after %v, error %v; want after %v, error %v", after, err, c.after, c.fail)
 			}
-			if got := f.j.all(); !slices.Equal(got, c.want) {
-				t.Fatalf("calls\n  %q\nwant\n  %q", got, c.want)
+			if got := f.j.all(); !slices.Equal(got, c.calls) {
+				t.Fatalf("calls\n  %q\nwant\n  %q", got, c.calls)
 			}
 			if n := testutil.ToFloat64(f.r.results.WithLabelValues(c.result)); n != 1 {
 				t.Fatalf("acm_sp_reconciles_total{result=%q} = %v, want 1", c.result, n)
-			}
-			if leaderloop.Process(context.Background(), q, f.r.handle) {
-				t.Fatal("the worker went on after the queue shut down")
 			}
 		})
 	}
