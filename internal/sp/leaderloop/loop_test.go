@@ -9,44 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testjournal"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 const within = 10 * time.Second
 
 // journal records what happened, in order, with when.
-type journal struct {
-	mu      sync.Mutex
-	entries []string
-	at      []time.Time
-}
-
-func (j *journal) add(format string, args ...any) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.entries = append(j.entries, fmt.Sprintf(format, args...))
-	j.at = append(j.at, time.Now())
-}
-
-func (j *journal) all() []string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return slices.Clone(j.entries)
-}
-
-func (j *journal) times(entry string) []time.Time {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	var out []time.Time
-	for i, e := range j.entries {
-		if e == entry {
-			out = append(out, j.at[i])
-		}
-	}
-	return out
-}
-
-func (j *journal) count(entry string) int { return len(j.times(entry)) }
+type journal = testjournal.Journal
 
 // recordingQueue hands out the keys it holds and journals what the worker does with each.
 type recordingQueue struct {
@@ -63,11 +33,11 @@ func (q *recordingQueue) Get() (string, bool) {
 	q.keys = q.keys[1:]
 	return k, false
 }
-func (q *recordingQueue) Done(k string)           { q.j.add("done %s", k) }
-func (q *recordingQueue) Forget(k string)         { q.j.add("forget %s", k) }
-func (q *recordingQueue) AddRateLimited(k string) { q.j.add("backoff %s", k) }
+func (q *recordingQueue) Done(k string)           { q.j.Add("done %s", k) }
+func (q *recordingQueue) Forget(k string)         { q.j.Add("forget %s", k) }
+func (q *recordingQueue) AddRateLimited(k string) { q.j.Add("backoff %s", k) }
 func (q *recordingQueue) AddAfter(k string, d time.Duration) {
-	q.j.add("after %s %v", k, d)
+	q.j.Add("after %s %v", k, d)
 }
 
 // What a worker does with the queue after one key, by the handler's outcome; every key is marked done; a
@@ -87,11 +57,11 @@ func TestProcessSchedulesByOutcome(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			j := &journal{}
 			q := &recordingQueue{j: j, keys: []string{"a"}}
-			h := func(_ context.Context, k string) (time.Duration, error) { j.add("handle %s", k); return c.after, c.err }
+			h := func(_ context.Context, k string) (time.Duration, error) { j.Add("handle %s", k); return c.after, c.err }
 			if !Process(context.Background(), q, h) {
 				t.Fatal("the worker stopped with a key in the queue")
 			}
-			if got, want := j.all(), append([]string{"handle a"}, c.want...); !slices.Equal(got, want) {
+			if got, want := j.All(), append([]string{"handle a"}, c.want...); !slices.Equal(got, want) {
 				t.Fatalf("calls\n  %q\nwant\n  %q", got, want)
 			}
 			if Process(context.Background(), q, h) {
@@ -104,25 +74,7 @@ func TestProcessSchedulesByOutcome(t *testing.T) {
 // term runs one term of l in the background; the returned stop ends it and waits for Run to return.
 func term(t *testing.T, l *Loop, tm Term) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { l.Run(ctx, tm); close(done) }()
-	stopped := false
-	stop = func() {
-		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(within):
-			t.Fatal("Run did not return after its context ended")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testwait.Background(t, within, func(ctx context.Context) error { l.Run(ctx, tm); return nil })
 }
 
 // A term's Begin adds its first work before any worker runs; keys added during the term are handled by the
@@ -131,7 +83,7 @@ func term(t *testing.T, l *Loop, tm Term) (stop func()) {
 func TestTermsStartAndStopClean(t *testing.T) {
 	j := &journal{}
 	l := New(Options{Name: "test", Workers: 3, Handle: func(_ context.Context, k string) (time.Duration, error) {
-		j.add("handle %s", k)
+		j.Add("handle %s", k)
 		return 0, nil
 	}})
 	l.Add("before") // between terms: dropped
@@ -139,14 +91,14 @@ func TestTermsStartAndStopClean(t *testing.T) {
 		t.Fatal("a loop that never ran holds a queue")
 	}
 	stop := term(t, l, Term{Begin: func(context.Context) {
-		j.add("begin")
+		j.Add("begin")
 		for _, k := range []string{"a", "b", "c"} {
 			l.Add(k)
 		}
-		j.add("begun")
+		j.Add("begun")
 	}})
-	testwait.For(t, within, "a, b, c handled", func() bool { return len(j.all()) == 5 })
-	if got := j.all(); got[0] != "begin" || got[1] != "begun" {
+	testwait.For(t, within, "a, b, c handled", func() bool { return len(j.All()) == 5 })
+	if got := j.All(); got[0] != "begin" || got[1] != "begun" {
 		t.Fatalf("a worker ran before Begin returned: %q", got)
 	}
 	if !l.Running() {
@@ -154,7 +106,7 @@ func TestTermsStartAndStopClean(t *testing.T) {
 	}
 	l.Add("d")
 	l.AddAfter("e", 10*time.Millisecond)
-	testwait.For(t, within, "d and e handled", func() bool { return j.count("handle d") == 1 && j.count("handle e") == 1 })
+	testwait.For(t, within, "d and e handled", func() bool { return j.Count("handle d") == 1 && j.Count("handle e") == 1 })
 	stop()
 	if l.Running() {
 		t.Fatal("an ended term still takes keys")
@@ -164,14 +116,14 @@ func TestTermsStartAndStopClean(t *testing.T) {
 	l.Forget("late")
 
 	// A second term: its Begin ran, and its workers see only what was added in it.
-	stop = term(t, l, Term{Begin: func(context.Context) { j.add("begin 2"); l.Add("f") }})
-	testwait.For(t, within, "f handled", func() bool { return j.count("handle f") == 1 })
+	stop = term(t, l, Term{Begin: func(context.Context) { j.Add("begin 2"); l.Add("f") }})
+	testwait.For(t, within, "f handled", func() bool { return j.Count("handle f") == 1 })
 	stop()
-	if j.count("handle before") != 0 || j.count("handle late") != 0 || j.count("handle later") != 0 {
-		t.Fatalf("keys added between terms were handled: %q", j.all())
+	if j.Count("handle before") != 0 || j.Count("handle late") != 0 || j.Count("handle later") != 0 {
+		t.Fatalf("keys added between terms were handled: %q", j.All())
 	}
-	if j.count("handle a") != 1 {
-		t.Fatalf("a handled %d times, want once", j.count("handle a"))
+	if j.Count("handle a") != 1 {
+		t.Fatalf("a handled %d times, want once", j.Count("handle a"))
 	}
 }
 
@@ -187,10 +139,10 @@ func TestEndOfTermStopsTheWorkers(t *testing.T) {
 		if k == "slow" {
 			close(busy)
 			<-ctx.Done()
-			j.add("slow ended")
+			j.Add("slow ended")
 			return 0, nil
 		}
-		j.add("handle %s", k)
+		j.Add("handle %s", k)
 		return 0, nil
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -201,11 +153,11 @@ func TestEndOfTermStopsTheWorkers(t *testing.T) {
 			l.Add("final") // the end of the term: the other worker still takes it
 			select {
 			case <-final:
-				j.add("while returned")
+				j.Add("while returned")
 			case <-time.After(within):
-				j.add("final never handled")
+				j.Add("final never handled")
 			}
-		}, End: func() { j.add("end") }})
+		}, End: func() { j.Add("end") }})
 		close(done)
 	}()
 	<-busy
@@ -215,7 +167,7 @@ func TestEndOfTermStopsTheWorkers(t *testing.T) {
 	case <-time.After(within):
 		t.Fatal("Run did not return after its context ended")
 	}
-	got := j.all()
+	got := j.All()
 	if !slices.Contains(got, "slow ended") || !slices.Contains(got, "while returned") || got[len(got)-1] != "end" {
 		t.Fatalf("Run returned before its workers and While, or End ran before them: %q", got)
 	}
@@ -225,35 +177,35 @@ func TestEndOfTermStopsTheWorkers(t *testing.T) {
 // not take the second's queue away; a Run whose context ended while it waited does nothing.
 func TestTermsDoNotOverlap(t *testing.T) {
 	j := &journal{}
-	l := New(Options{Handle: func(_ context.Context, k string) (time.Duration, error) { j.add("handle %s", k); return 0, nil }})
-	stop1 := term(t, l, Term{Begin: func(context.Context) { j.add("begin 1") }, End: func() { j.add("end 1") }})
-	testwait.For(t, within, "term 1 begun", func() bool { return j.count("begin 1") == 1 })
-	stop2 := term(t, l, Term{Begin: func(context.Context) { j.add("begin 2") }})
+	l := New(Options{Handle: func(_ context.Context, k string) (time.Duration, error) { j.Add("handle %s", k); return 0, nil }})
+	stop1 := term(t, l, Term{Begin: func(context.Context) { j.Add("begin 1") }, End: func() { j.Add("end 1") }})
+	testwait.For(t, within, "term 1 begun", func() bool { return j.Count("begin 1") == 1 })
+	stop2 := term(t, l, Term{Begin: func(context.Context) { j.Add("begin 2") }})
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	lateDone := make(chan struct{})
 	go func() {
-		l.Run(cancelled, Term{Begin: func(context.Context) { j.add("begin cancelled") }})
+		l.Run(cancelled, Term{Begin: func(context.Context) { j.Add("begin cancelled") }})
 		close(lateDone)
 	}()
-	if j.count("begin 2") != 0 {
+	if j.Count("begin 2") != 0 {
 		t.Fatal("a second term began beside the first")
 	}
 	stop1()
-	testwait.For(t, within, "term 2 begun", func() bool { return j.count("begin 2") == 1 })
-	if got := j.all(); slices.Index(got, "end 1") > slices.Index(got, "begin 2") {
+	testwait.For(t, within, "term 2 begun", func() bool { return j.Count("begin 2") == 1 })
+	if got := j.All(); slices.Index(got, "end 1") > slices.Index(got, "begin 2") {
 		t.Fatalf("term 2 began before term 1's End: %q", got)
 	}
 	l.Add("x")
-	testwait.For(t, within, "x handled in term 2", func() bool { return j.count("handle x") == 1 })
+	testwait.For(t, within, "x handled in term 2", func() bool { return j.Count("handle x") == 1 })
 	stop2()
 	select {
 	case <-lateDone:
 	case <-time.After(within):
 		t.Fatal("a Run whose context had ended did not return")
 	}
-	if j.count("begin cancelled") != 0 {
-		t.Fatalf("a term whose context had ended ran: %q", j.all())
+	if j.Count("begin cancelled") != 0 {
+		t.Fatalf("a term whose context had ended ran: %q", j.All())
 	}
 }
 
@@ -264,22 +216,22 @@ func TestFailuresAreRetriedWithBackoff(t *testing.T) {
 	var mu sync.Mutex
 	fails := map[string]int{"a": 3}
 	l := New(Options{Workers: 1, RetryMin: 20 * time.Millisecond, RetryMax: time.Second, Handle: func(_ context.Context, k string) (time.Duration, error) {
-		j.add("try %s", k)
+		j.Add("try %s", k)
 		mu.Lock()
 		defer mu.Unlock()
 		if fails[k] > 0 {
 			fails[k]--
 			return 0, errors.New("not yet")
 		}
-		j.add("ok %s", k)
+		j.Add("ok %s", k)
 		return 0, nil
 	}})
 	term(t, l, Term{Begin: func(context.Context) { l.Add("a"); l.Add("b") }})
-	testwait.For(t, within, "a succeeded", func() bool { return j.count("ok a") == 1 })
-	if at, b := j.times("try a"), j.times("ok b"); len(b) != 1 || !b[0].Before(at[1]) {
-		t.Fatalf("b waited behind a's retries: %q", j.all())
+	testwait.For(t, within, "a succeeded", func() bool { return j.Count("ok a") == 1 })
+	if at, b := j.Times("try a"), j.Times("ok b"); len(b) != 1 || !b[0].Before(at[1]) {
+		t.Fatalf("b waited behind a's retries: %q", j.All())
 	}
-	at := j.times("try a")
+	at := j.Times("try a")
 	if len(at) != 4 {
 		t.Fatalf("a tried %d times, want 4 (3 failures, 1 success)", len(at))
 	}
@@ -293,8 +245,8 @@ func TestFailuresAreRetriedWithBackoff(t *testing.T) {
 	fails["a"] = 1
 	mu.Unlock()
 	l.Add("a")
-	testwait.For(t, within, "a succeeded again", func() bool { return j.count("ok a") == 2 })
-	at = j.times("try a")
+	testwait.For(t, within, "a succeeded again", func() bool { return j.Count("ok a") == 2 })
+	at = j.Times("try a")
 	if gap := at[5].Sub(at[4]); gap > 500*time.Millisecond {
 		t.Errorf("after a success the next retry waited %v, want the first delay again (20ms)", gap)
 	}

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testlog"
-	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testlog"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 const within = 10 * time.Second
@@ -46,7 +47,7 @@ func TestHandleSchedulesTheNextLook(t *testing.T) {
 			if (err != nil) != c.fail || after != c.after {
 				t.Fatalf("handle: after %v, error %v; want after %v, error %v", after, err, c.after, c.fail)
 			}
-			if got := f.j.all(); !slices.Equal(got, c.calls) {
+			if got := f.j.All(); !slices.Equal(got, c.calls) {
 				t.Fatalf("calls\n  %q\nwant\n  %q", got, c.calls)
 			}
 			if n := testutil.ToFloat64(f.r.results.WithLabelValues(c.result)); n != 1 {
@@ -59,28 +60,7 @@ func TestHandleSchedulesTheNextLook(t *testing.T) {
 // run starts the reconciler's term in the background; stop ends it and waits for Start to return.
 func run(t *testing.T, r *Reconciler) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Start: %v", err)
-			}
-		case <-time.After(within):
-			t.Fatal("Start did not return after its context ended")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testwait.Background(t, within, r.Start)
 }
 
 // A term catches up with the API server, then re-publishes and re-evaluates every known instance and sweeps
@@ -91,7 +71,7 @@ func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 	ix := newIndex(view("a", ready("c-a"), readyPool("np")), view("b", pending("c-b")), view("c", nil, readyPool("np-c")))
 	prov, rep := newProv(j), newReporter(j)
 	reg := prometheus.NewRegistry()
-	r := New(ix, prov, rep, Options{Registry: reg, CatchUp: func(context.Context) error { j.add("catch-up"); return nil }})
+	r := New(ix, prov, rep, Options{Registry: reg, CatchUp: func(context.Context) error { j.Add("catch-up"); return nil }})
 	if ix.onChange != nil {
 		t.Fatal("New registered a callback with the index; the wiring does that")
 	}
@@ -102,12 +82,12 @@ func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 	r.Enqueue("a") // not leading yet: a no-op, the term's resync covers it
 	stop := run(t, r)
 
-	testwait.For(t, within, "a and b reported", func() bool { return j.has("report a READY") && j.has("report b PENDING") })
-	if got := j.all()[:3]; !slices.Equal(got, []string{"catch-up", "resync", "sweep"}) {
+	testwait.For(t, within, "a and b reported", func() bool { return j.Has("report a READY") && j.Has("report b PENDING") })
+	if got := j.All()[:3]; !slices.Equal(got, []string{"catch-up", "resync", "sweep"}) {
 		t.Fatalf("the term began with %q, want catch-up, re-publish, orphan sweep", got)
 	}
-	if j.count("report a READY") != 1 {
-		t.Fatalf("a reconciled %d times at start, want once (the Enqueue before Start queued nothing)", j.count("report a READY"))
+	if j.Count("report a READY") != 1 {
+		t.Fatalf("a reconciled %d times at start, want once (the Enqueue before Start queued nothing)", j.Count("report a READY"))
 	}
 	known, grace := prov.sweptWith()
 	for id, want := range map[string]bool{"a": true, "b": true, "c": false, "unknown": false} {
@@ -120,10 +100,10 @@ func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 	}
 
 	ix.set(view("d", pending("c-d")))
-	testwait.For(t, within, "the new instance reconciled", func() bool { return j.has("report d PENDING") })
+	testwait.For(t, within, "the new instance reconciled", func() bool { return j.Has("report d PENDING") })
 	r.EnqueueAll()
 	testwait.For(t, within, "every instance reconciled again", func() bool {
-		return j.count("report a READY") == 2 && j.count("report b PENDING") == 2 && j.count("report d PENDING") == 2
+		return j.Count("report a READY") == 2 && j.Count("report b PENDING") == 2 && j.Count("report d PENDING") == 2
 	})
 	if r.Remembered() != 3 {
 		t.Fatalf("remembered %d instances, want the 3 with a HostedCluster", r.Remembered())
@@ -131,19 +111,19 @@ func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 
 	stop()
 	for _, id := range []string{"a", "b", "d"} {
-		if !j.has("prov-forget "+id) || !j.has("reporter-forget "+id) {
-			t.Errorf("%s not forgotten at the end of the term: %q", id, j.all())
+		if !j.Has("prov-forget "+id) || !j.Has("reporter-forget "+id) {
+			t.Errorf("%s not forgotten at the end of the term: %q", id, j.All())
 		}
 	}
-	if r.Remembered() != 0 || j.has("prov-forget c") {
-		t.Fatalf("after the term: remembered %d, calls %q", r.Remembered(), j.all())
+	if r.Remembered() != 0 || j.Has("prov-forget c") {
+		t.Fatalf("after the term: remembered %d, calls %q", r.Remembered(), j.All())
 	}
 	if r.loop.Running() {
 		t.Fatal("the queue of an ended term still takes changes")
 	}
 	ix.set(view("e", pending("c-e")))
-	if r.loop.Len() != 0 || j.has("report e PENDING") {
-		t.Fatalf("a change after the term was queued: %q", j.all())
+	if r.loop.Len() != 0 || j.Has("report e PENDING") {
+		t.Fatalf("a change after the term was queued: %q", j.All())
 	}
 	// a, b and c at start, d on its change, all four again: c (no HostedCluster) is a successful no-op.
 	if ok := testutil.ToFloat64(r.results.WithLabelValues("ok")); ok != 8 {
@@ -155,11 +135,11 @@ func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 func TestNoTermBeforeTheCachesSync(t *testing.T) {
 	f := newFixture(t, true, view("a", ready("c-a"), readyPool("np")))
 	f.r.opts.WaitForSync = func(context.Context) bool { return false }
-	f.r.opts.CatchUp = func(context.Context) error { f.j.add("catch-up"); return nil }
+	f.r.opts.CatchUp = func(context.Context) error { f.j.Add("catch-up"); return nil }
 	if err := f.r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if calls := f.j.all(); len(calls) != 0 || f.r.Resyncs() != 0 {
+	if calls := f.j.All(); len(calls) != 0 || f.r.Resyncs() != 0 {
 		t.Fatalf("unsynced caches: calls %q, resyncs %d", calls, f.r.Resyncs())
 	}
 }
@@ -173,7 +153,7 @@ func TestCatchUpFailure(t *testing.T) {
 		f.r.log = slog.New(slog.NewTextHandler(logs, nil))
 		f.r.opts.CatchUp = func(context.Context) error { return errors.New("deadline exceeded") }
 		run(t, f.r)
-		testwait.For(t, within, "a reported", func() bool { return f.j.has("report a READY") })
+		testwait.For(t, within, "a reported", func() bool { return f.j.Has("report a READY") })
 		if !strings.Contains(logs.String(), "caches that may lag") {
 			t.Fatalf("no warning: %s", logs)
 		}
@@ -185,7 +165,7 @@ func TestCatchUpFailure(t *testing.T) {
 		if err := f.r.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if calls := f.j.all(); len(calls) != 0 || f.r.Resyncs() != 0 {
+		if calls := f.j.All(); len(calls) != 0 || f.r.Resyncs() != 0 {
 			t.Fatalf("calls %q, resyncs %d", calls, f.r.Resyncs())
 		}
 	})
@@ -206,15 +186,15 @@ func TestFailuresAreRetriedWithBackoff(t *testing.T) {
 	}
 	var tries []time.Time
 	for _, e := range []string{"converge c-a", "converge c-b"} {
-		tries = append(tries, f.j.times(e)...)
+		tries = append(tries, f.j.Times(e)...)
 	}
 	slices.SortFunc(tries, func(a, b time.Time) int { return a.Compare(b) })
 	if len(tries) != 5 {
-		t.Fatalf("%d converges, want 5 (3 failed, 2 succeeded): %q", len(tries), f.j.all())
+		t.Fatalf("%d converges, want 5 (3 failed, 2 succeeded): %q", len(tries), f.j.All())
 	}
 	// Whichever failed, the tries of one id are at least 100 ms, then 200 ms apart.
 	for _, id := range []string{"a", "b"} {
-		at := f.j.times("converge c-" + id)
+		at := f.j.Times("converge c-" + id)
 		for i := 1; i < len(at); i++ {
 			if gap, least := at[i].Sub(at[i-1]), 100*time.Millisecond<<(i-1); gap < least {
 				t.Errorf("retry %d of %s after %v, want at least %v", i, id, gap, least)
@@ -229,14 +209,14 @@ func TestPeriodicResync(t *testing.T) {
 	f := newFixture(t, true, view("a", ready("c-a"), readyPool("np")), view("b", ready("c-b"), readyPool("np")))
 	f.r.opts.ResyncPeriod = 50 * time.Millisecond
 	run(t, f.r)
-	testwait.For(t, within, "three resyncs", func() bool { return f.r.Resyncs() >= 3 && f.j.count("report a READY") >= 3 })
-	if f.j.count("resync") < 3 || f.j.count("sweep") < 3 {
-		t.Fatalf("resyncs without re-publish or sweep: %q", f.j.all())
+	testwait.For(t, within, "three resyncs", func() bool { return f.r.Resyncs() >= 3 && f.j.Count("report a READY") >= 3 })
+	if f.j.Count("resync") < 3 || f.j.Count("sweep") < 3 {
+		t.Fatalf("resyncs without re-publish or sweep: %q", f.j.All())
 	}
 	f.ix.hide("b")
-	testwait.For(t, within, "b forgotten by a resync", func() bool { return f.j.has("prov-forget b") && f.r.Remembered() == 1 })
-	if !f.j.has("reporter-forget b") || f.j.has("prov-forget a") {
-		t.Fatalf("calls %q", f.j.all())
+	testwait.For(t, within, "b forgotten by a resync", func() bool { return f.j.Has("prov-forget b") && f.r.Remembered() == 1 })
+	if !f.j.Has("reporter-forget b") || f.j.Has("prov-forget a") {
+		t.Fatalf("calls %q", f.j.All())
 	}
 }
 
@@ -244,15 +224,15 @@ func TestPeriodicResync(t *testing.T) {
 func TestNewTermStartsOver(t *testing.T) {
 	f := newFixture(t, true, view("a", ready("c-a"), readyPool("np")))
 	stop := run(t, f.r)
-	testwait.For(t, within, "first term reported a", func() bool { return f.j.count("report a READY") == 1 })
+	testwait.For(t, within, "first term reported a", func() bool { return f.j.Count("report a READY") == 1 })
 	stop()
 	if f.r.Remembered() != 0 {
 		t.Fatal("the first term's memory survived it")
 	}
 	run(t, f.r)
-	testwait.For(t, within, "second term reported a", func() bool { return f.j.count("report a READY") == 2 })
-	if f.r.Resyncs() != 2 || f.j.count("resync") != 2 || f.r.Remembered() != 1 {
-		t.Fatalf("resyncs %d, re-publishes %d, remembered %d", f.r.Resyncs(), f.j.count("resync"), f.r.Remembered())
+	testwait.For(t, within, "second term reported a", func() bool { return f.j.Count("report a READY") == 2 })
+	if f.r.Resyncs() != 2 || f.j.Count("resync") != 2 || f.r.Remembered() != 1 {
+		t.Fatalf("resyncs %d, re-publishes %d, remembered %d", f.r.Resyncs(), f.j.Count("resync"), f.r.Remembered())
 	}
 }
 
@@ -262,10 +242,10 @@ func TestFinalizerWaitsForTheAcknowledgement(t *testing.T) {
 	f := newFixture(t, true, view("a", released("c-a")))
 	run(t, f.r)
 	testwait.For(t, within, "the first reconcile done", func() bool { return testutil.ToFloat64(f.r.results.WithLabelValues("ok")) == 1 })
-	if !f.j.has("report a DELETED") || f.j.has("remove-finalizer c-a") {
-		t.Fatalf("before the acknowledgement: %q", f.j.all())
+	if !f.j.Has("report a DELETED") || f.j.Has("remove-finalizer c-a") {
+		t.Fatalf("before the acknowledgement: %q", f.j.All())
 	}
 	f.rep.deliver("a")
 	f.r.Enqueue("a")
-	testwait.For(t, within, "the finalizer removed", func() bool { return f.j.has("remove-finalizer c-a") })
+	testwait.For(t, within, "the finalizer removed", func() bool { return f.j.Has("remove-finalizer c-a") })
 }

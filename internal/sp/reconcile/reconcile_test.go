@@ -35,9 +35,9 @@ func newFixture(t *testing.T, withReporter bool, views ...clusters.View) *fixtur
 // reconcileOnce reconciles id and returns when to look again, the calls it made and the error.
 func (f *fixture) reconcileOnce(t *testing.T, id string) (time.Duration, []string, error) {
 	t.Helper()
-	f.j.reset()
+	f.j.Reset()
 	d, err := f.r.reconcile(context.Background(), id)
-	return d, f.j.all(), err
+	return d, f.j.All(), err
 }
 
 var errHub = errors.New("hub says no")
