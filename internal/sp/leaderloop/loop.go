@@ -107,6 +107,22 @@ func (l *Loop) Run(ctx context.Context, t Term) {
 	}
 }
 
+// Every is a Term.While that calls f every period until the term's ctx ends (periodic resyncs and checks).
+func Every(period time.Duration, f func(ctx context.Context)) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				f(ctx)
+			}
+		}
+	}
+}
+
 // Process is one step of a worker: it takes the next key from q (false: q was shut down), hands it to h and
 // schedules it as h's outcome says (see Handler).
 func Process(ctx context.Context, q Queue, h Handler) bool {

@@ -251,3 +251,17 @@ func TestFailuresAreRetriedWithBackoff(t *testing.T) {
 		t.Errorf("after a success the next retry waited %v, want the first delay again (20ms)", gap)
 	}
 }
+
+// Every calls its function each period while the term runs, and returns once the term's context ended.
+func TestEvery(t *testing.T) {
+	j := &journal{}
+	l := New(Options{Handle: func(context.Context, string) (time.Duration, error) { return 0, nil }})
+	stop := term(t, l, Term{While: Every(10*time.Millisecond, func(context.Context) { j.Add("tick") })})
+	testwait.For(t, within, "three ticks", func() bool { return j.Count("tick") >= 3 })
+	stop()
+	n := j.Count("tick")
+	l.Run(context.Background(), Term{Begin: func(context.Context) { j.Add("next term") }, While: func(context.Context) {}})
+	if got := j.All(); got[len(got)-1] != "next term" || j.Count("tick") != n {
+		t.Fatalf("ticks after the term ended: %q", got)
+	}
+}

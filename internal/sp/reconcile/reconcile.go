@@ -165,18 +165,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		}
 	}
 	r.log.Info("reconciler: started", "clusters", r.index.Len())
-	r.loop.Run(ctx, leaderloop.Term{Begin: r.resync, While: func(ctx context.Context) {
-		t := time.NewTicker(r.opts.ResyncPeriod)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				r.resync(ctx)
-			}
-		}
-	}, End: func() {
+	r.loop.Run(ctx, leaderloop.Term{Begin: r.resync, While: leaderloop.Every(r.opts.ResyncPeriod, r.resync), End: func() {
 		// The next leader (maybe this replica again) starts from the hub; a replica that leads no more must not
 		// keep what it learned about clusters that may be deleted meanwhile.
 		r.forgetUnknown(nil)

@@ -189,18 +189,7 @@ func (r *Registrar) Start(ctx context.Context) error {
 			r.log.Info("registering with DCM", "registry", redact.URL(r.o.RegistryURL), "name", r.o.Name, "endpoint", r.o.Endpoint)
 			r.loop.Add(registrationKey)
 		},
-		While: func(ctx context.Context) {
-			check := time.NewTicker(r.o.Check)
-			defer check.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-check.C:
-					r.loop.Add(registrationKey)
-				}
-			}
-		},
+		While: leaderloop.Every(r.o.Check, func(context.Context) { r.loop.Add(registrationKey) }),
 		End: func() {
 			r.mu.Lock()
 			r.running = false
