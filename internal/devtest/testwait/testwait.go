@@ -3,6 +3,7 @@
 package testwait
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -32,4 +33,32 @@ func Poll(within time.Duration, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// Background runs f in the background under a context that the returned stop cancels; stop then waits (within)
+// for f to return and fails the test on f's error or when it does not return. The test's cleanup stops it too.
+func Background(t testing.TB, within time.Duration, f func(ctx context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	stopped := false
+	stop = func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("returned: %v", err)
+			}
+		case <-time.After(within):
+			t.Fatal("did not return after its context ended")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
 }

@@ -8,37 +8,25 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
-	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/events"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/health"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/httpapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/provision"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/reconcile"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/registration"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/security"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
 )
 
 // App is an assembled SP.
@@ -80,212 +68,38 @@ type Options struct {
 	RegistrationBackoff, RegistrationMaxBackoff time.Duration
 }
 
-// New assembles the SP; nothing runs until Run.
+// New assembles the SP; nothing runs until Run. It builds the components in dependency order, each from those
+// built before it, and registers every notification between them where both exist (wiring.go).
 func New(cfg *config.Config, o Options) (*App, error) {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	restCfg := o.RestConfig
-	if restCfg == nil {
-		var err error
-		if restCfg, err = loadRestConfig(cfg.HubKubeconfig); err != nil {
-			return nil, err
-		}
-	}
-	restCfg = rest.CopyConfig(restCfg)
-	if restCfg.QPS == 0 {
-		restCfg.QPS, restCfg.Burst = float32(cfg.HubQPS), cfg.HubBurst
-		if cfg.HubQPS == 0 {
-			restCfg.QPS = -1 // client-go: no rate limiter
-		}
-	}
-	hubMetrics := hub.NewMetrics()
-	hubMetrics.Instrument(restCfg)
-	var infraCfg *rest.Config
-	var infraKubeconfig []byte
-	if cfg.KubevirtInfraCluster != "" {
-		var err error
-		if infraKubeconfig, err = os.ReadFile(cfg.KubevirtInfraCluster); err != nil {
-			return nil, kubeconfigError("kubevirtInfraCluster", cfg.KubevirtInfraCluster, err)
-		}
-		if infraCfg, err = clientcmd.RESTConfigFromKubeConfig(infraKubeconfig); err != nil {
-			return nil, kubeconfigError("kubevirtInfraCluster", cfg.KubevirtInfraCluster, err)
-		}
-	}
-	matrix, err := loadMatrix(cfg.VersionMatrixFile)
+	in, err := readInputs(cfg, o)
 	if err != nil {
 		return nil, err
 	}
-	sshKey := ""
-	if cfg.SSHPublicKeyFile != "" {
-		data, err := os.ReadFile(cfg.SSHPublicKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("config: sshPublicKeyFile: %w", err)
-		}
-		sshKey = strings.TrimSpace(string(data))
-	}
-
-	interval := o.HealthInterval
-	if interval == 0 {
-		interval = 10 * time.Second
-	}
-	// The hub health check's threshold: without an answer from the hub's API server for longer, the SP's view of
-	// the clusters is not current (health says so, and the dcm-2026 vocabulary reports them UNAVAILABLE).
-	hubStaleAfter := 3*interval + 5*time.Second
-	h, err := hub.New(restCfg, hub.Options{
-		Namespace: cfg.Namespace, Provider: cfg.ProviderName, AgentNamespace: cfg.AgentNamespace, HypershiftNamespace: cfg.HypershiftNamespace,
-		DiscoveryInterval: interval, DiscoveryTimeout: 5 * time.Second, RequestTimeout: cfg.RequestTimeout, Log: log,
-	})
-	if err != nil {
+	a := &App{Config: cfg, Registry: newRegistry(in.hubMetrics), log: log, listener: o.Listener, observeEvery: in.interval}
+	if err := a.buildHub(in); err != nil {
 		return nil, err
 	}
-	platforms, err := NewPlatforms(cfg, h, infraCfg)
-	if err != nil {
+	if err := a.buildService(in); err != nil {
 		return nil, err
 	}
-	h.OnKindChange(func(kind string) {
-		if kind == hub.KindDiscovery {
-			platforms.Refresh()
-		}
-	})
-	pullSecret, err := pullSecretSource(cfg, h)
-	if err != nil {
+	if err := a.buildLeader(in); err != nil {
 		return nil, err
 	}
-	st := status.Settings{
-		DegradedGracePeriod: cfg.DegradedGracePeriod, ProvisioningTimeoutKubeVirt: cfg.ProvisioningTimeoutKubevirt,
-		ProvisioningTimeoutBareMetal: cfg.ProvisioningTimeoutBaremetal, DeletionWarnAfter: status.DefaultSettings().DeletionWarnAfter,
-	}
-	svc := provision.New(provision.Ports{Client: h.Client, Index: h.Index(), Catalog: h, Site: h}, provision.Config{
-		Provider: cfg.ProviderName,
-		Spec: clusters.SpecContext{Namespace: cfg.Namespace, AgentNamespace: cfg.AgentNamespace, DefaultPlatform: cfg.DefaultPlatform,
-			BaseDomain: cfg.BaseDomain, DefaultInfraEnv: cfg.DefaultInfraEnvName},
-		ManageACMObjects:               cfg.ManageACMObjects,
-		ControlPlaneAvailabilityPolicy: hyperv1.AvailabilityPolicy(cfg.ControlPlaneAvailabilityPolicy),
-		DefaultWorkerCount:             int32(cfg.DefaultWorkerCount),
-		KubeVirtInfraKubeconfig:        infraKubeconfig, KubeVirtInfraNamespace: cfg.KubevirtInfraNamespace,
-		SSHPublicKey: sshKey, PullSecret: pullSecret, Matrix: matrix, Status: st,
-		Platforms:                platforms.Available,
-		OperationTimeoutKubeVirt: cfg.OperationTimeoutKubevirt, OperationTimeoutBareMetal: cfg.OperationTimeoutBaremetal,
-		Vocabulary: status.Vocabulary{Name: cfg.StatusVocabulary, Active: status.Status(cfg.ActiveStatus)},
-		Observed:   hubObservation(h, hubStaleAfter), DeleteKeyRetention: cfg.DeleteKeyRetention,
-	}, log)
-	h.Index().OnChange(svc.IndexChanged) // GET and LIST build a changed cluster afresh
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(hubMetrics.Collectors()...)
-
-	a := &App{Config: cfg, Hub: h, Service: svc, Platforms: platforms, Registry: reg, log: log, listener: o.Listener}
-	var reporter reconcile.Reporter
-	if cfg.NATSURL != "" {
-		naming, err := events.ResolveNaming(cfg.StatusPreset, events.Naming{Subject: cfg.StatusSubject, Type: cfg.StatusType, Source: cfg.StatusSource})
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		a.Publisher = events.New(events.Options{URL: cfg.NATSURL, ProviderName: cfg.ProviderName, Naming: naming,
-			Credentials: events.Credentials{CredsFile: cfg.NATSCredsFile, NkeySeedFile: cfg.NATSNkeySeedFile, User: cfg.NATSUser,
-				PasswordFile: cfg.NATSPasswordFile, CAFile: cfg.NATSCAFile, CertFile: cfg.NATSCertFile, KeyFile: cfg.NATSKeyFile},
-			Debounce: cfg.StatusDebounce, UpdatingStatus: cfg.UpdatingStatus, CreateStream: cfg.StatusCreateStream, StreamMaxAge: cfg.StatusStreamMaxAge, Registry: reg, Log: log,
-			Fence: func() bool { return a.leader.Holds() }})
-		reporter = a.Publisher
-	} else {
-		log.Warn("natsURL is not set: status events are disabled")
-	}
-	ro := o.Reconciler
-	if ro.ResyncPeriod == 0 {
-		ro.ResyncPeriod = cfg.ResyncPeriod
-	}
-	ro.WaitForSync, ro.Log, ro.Registry = h.WaitForSync, log, reg
-	ro.CatchUp = func(ctx context.Context) error { return h.CatchUp(ctx, 10*time.Second) }
-	a.Reconciler = reconcile.New(h.Index(), svc, reporter, ro)
-	if a.Publisher != nil {
-		a.Publisher.OnDelivered(func(id string, st status.Status) {
-			if st == status.Deleted {
-				a.Reconciler.Enqueue(id) // the status finalizer can go now
-			}
-		})
-	}
-
-	if cfg.RegistrationURL != "" {
-		httpClient, err := registration.NewHTTPClient(cfg.RegistrationTokenFile, cfg.RegistrationCAFile)
-		if err != nil {
-			return nil, err
-		}
-		a.Registrar, err = registration.New(registration.Options{
-			HTTPClient:  httpClient,
-			RegistryURL: cfg.RegistrationURL, Name: cfg.ProviderName, DisplayName: cfg.DisplayName, ProviderID: cfg.ProviderID,
-			Endpoint: strings.TrimSuffix(cfg.APIHost, "/") + "/api/v1alpha1/clusters",
-			Capabilities: func(ctx context.Context) registration.Capabilities {
-				return registration.Capabilities{Platforms: platforms.Available(), KubernetesVersions: svc.KubernetesVersions(ctx)}
-			},
-			MinBackoff: o.RegistrationBackoff, MaxBackoff: o.RegistrationMaxBackoff,
-			Registry: reg, Log: log,
-		})
-		if err != nil {
-			return nil, err
-		}
-		h.OnKindChange(func(kind string) {
-			if kind == "clusterimagesets" || kind == "supported-versions" {
-				a.Registrar.Trigger()
-			}
-		})
-		platforms.OnChange(a.Registrar.Trigger)
-	} else {
-		log.Info("registrationURL is not set: not registering with DCM")
-	}
-
-	checks := []health.Check{
-		health.HubCheck(h, hubStaleAfter),
-		health.HyperShiftCheck(h, cfg.HypershiftNamespace),
-		health.PlatformCheck(string(clusters.KubeVirt), platforms.KubeVirtState),
-		health.PlatformCheck(string(clusters.BareMetal), platforms.BareMetalState),
-	}
-	if a.Publisher != nil {
-		checks = append(checks, health.InformationalCheck("nats", a.Publisher.Connected),
-			health.Check{Name: "events", Run: a.Publisher.StreamHealth})
-	}
-	if a.Registrar != nil {
-		checks = append(checks, health.InformationalCheck("registration", a.Registrar.Status))
-	}
-	a.Health = health.New(checks, health.Options{Interval: interval, Timeout: o.HealthCheckTimeout, Ready: h.Synced})
-	reg.MustRegister(a.Health.Collector())
-	a.Guard, err = security.New(security.Options{Mode: cfg.Auth, Anonymous: cfg.AuthAnonymous, ClientCAFile: cfg.ClientCAFile,
-		APIAudiences: cfg.APIAudiences, APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: restCfg, Registry: reg, Log: log})
-	if err != nil {
+	if err := a.buildPublisher(); err != nil {
 		return nil, err
 	}
-	a.server = httpapi.NewServer(svc, a.Health, a.Guard, httpapi.Options{Log: log, RequestTimeout: cfg.RequestTimeout,
-		ProblemTypeURIs: cfg.ProblemTypes == config.ProblemTypeURIs, Unclassified: unclassified})
-	a.observeEvery = interval
-
-	a.leader, err = newLeader(restCfg, cfg.LeaderElection, cfg.ProviderName+"-leader", cfg.LeaseNamespace(), cfg.LeaseDuration, log)
-	if err != nil {
-		return nil, fmt.Errorf("leader election: %w", err)
+	a.buildReconciler(o)
+	if err := a.buildRegistrar(o); err != nil {
+		return nil, err
 	}
-	tracked := func(component string, n func() int) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "acm_sp_tracked_instances", ConstLabels: prometheus.Labels{"component": component},
-			Help: "Instances a component holds per-cluster state for (follows the live clusters; 0 on a follower)."}, func() float64 { return float64(n()) })
+	if err := a.buildServer(in, o); err != nil {
+		return nil, err
 	}
-	reg.MustRegister(tracked("reconciler", a.Reconciler.Remembered), tracked("provision", a.Service.Remembered))
-	if a.Publisher != nil {
-		reg.MustRegister(tracked("publisher", a.Publisher.Tracked))
-	}
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "acm_sp_leader", Help: "1 while this replica runs the leader's tasks (reconciler, status events, registration)."},
-		func() float64 {
-			if a.leader.Leading() {
-				return 1
-			}
-			return 0
-		}))
-	a.leader.add(a.Reconciler)
-	if a.Publisher != nil {
-		a.leader.add(a.Publisher)
-	}
-	if a.Registrar != nil {
-		a.leader.add(a.Registrar)
-	}
+	a.addLeaderTasks()
 	return a, nil
 }
 
@@ -387,14 +201,20 @@ func (a *App) Run(ctx context.Context) error {
 	case runErr = <-errs:
 		cancel()
 	}
-	// One budget for the whole shutdown (shutdownTimeout): requests in flight, the leader's tasks, NATS.
+	a.shutdown(ctx, srv, cancelRequests, &wg)
+	return runErr
+}
+
+// shutdown stops what Run started within one budget (shutdownTimeout): requests in flight, the leader's tasks
+// (running waits for them), NATS.
+func (a *App) shutdown(ctx context.Context, srv *http.Server, cancelRequests context.CancelFunc, running *sync.WaitGroup) {
 	began := time.Now()
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.Config.ShutdownTimeout)
 	defer stop()
 	// Requests in flight get most of the budget to finish; those still running then are cancelled, which they
 	// answer with a 503 (retry) in the time left; whatever is still open at the end is closed.
 	drain, endDrain := context.WithTimeout(shutdownCtx, a.Config.ShutdownTimeout-min(a.Config.ShutdownTimeout/4, time.Second))
-	err = srv.Shutdown(drain)
+	err := srv.Shutdown(drain)
 	endDrain()
 	if err != nil {
 		a.log.Warn("shutdown: cancelling the requests still in flight", "budget", a.Config.ShutdownTimeout.String())
@@ -404,7 +224,7 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
+	go func() { running.Wait(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-shutdownCtx.Done():
@@ -414,7 +234,6 @@ func (a *App) Run(ctx context.Context) error {
 		a.Publisher.Close()
 	}
 	a.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond).String())
-	return runErr
 }
 
 // warnIfUnauthenticated says loudly, at start and every hour, that the API is open to anyone who can reach a
@@ -444,87 +263,3 @@ func (a *App) warnIfUnauthenticated(ctx context.Context) {
 
 // unauthenticatedWarningEvery is how often warnIfUnauthenticated repeats itself.
 var unauthenticatedWarningEvery = time.Hour
-
-func loadRestConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("config: hubKubeconfig is empty and no in-cluster service account is available: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, kubeconfigError("hubKubeconfig", kubeconfig, err)
-	}
-	return cfg, nil
-}
-
-// kubeconfigError reports an unusable kubeconfig file without the parser's text, which can quote the file's
-// content (credentials must never reach an error message or a log line).
-func kubeconfigError(key, path string, err error) error {
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-		return fmt.Errorf("config: %s: cannot read %s: %v", key, path, errors.Unwrap(err))
-	}
-	return fmt.Errorf("config: %s: %s is not a valid kubeconfig", key, path)
-}
-
-func loadMatrix(file string) (versions.Matrix, error) {
-	if file == "" {
-		return versions.DefaultMatrix(), nil
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return versions.Matrix{}, fmt.Errorf("config: versionMatrixFile: %w", err)
-	}
-	overrides, err := versions.ParseMatrixFile(data)
-	if err != nil {
-		return versions.Matrix{}, fmt.Errorf("config: versionMatrixFile %s: %w", file, err)
-	}
-	m, err := versions.NewMatrix(overrides)
-	if err != nil {
-		return versions.Matrix{}, fmt.Errorf("config: versionMatrixFile %s: %w", file, err)
-	}
-	return m, nil
-}
-
-// pullSecretSource returns where each cluster's pull secret comes from: the configured file (checked now, re-read at
-// each create so a rotated file is picked up) or the named Secret in the namespace (read at each create). There is
-// deliberately no inline value: it would sit in the process's command line, environment and pod spec.
-func pullSecretSource(cfg *config.Config, h *hub.Hub) (func(context.Context) ([]byte, error), error) {
-	switch {
-	case cfg.PullSecretFile != "":
-		read := func() ([]byte, error) {
-			data, err := os.ReadFile(cfg.PullSecretFile)
-			if err != nil {
-				return nil, fmt.Errorf("pullSecretFile: %w", err)
-			}
-			if err := clusters.CheckPullSecret(data); err != nil {
-				return nil, fmt.Errorf("pullSecretFile %s: %w", cfg.PullSecretFile, err)
-			}
-			return data, nil
-		}
-		if _, err := read(); err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		return func(context.Context) ([]byte, error) { return read() }, nil
-	case cfg.PullSecretName != "":
-		return func(ctx context.Context) ([]byte, error) {
-			var s corev1.Secret
-			if err := h.Client.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.PullSecretName}, &s); err != nil {
-				return nil, fmt.Errorf("pull secret %s/%s: %w", cfg.Namespace, cfg.PullSecretName, err)
-			}
-			data := s.Data[corev1.DockerConfigJsonKey]
-			if err := clusters.CheckPullSecret(data); err != nil {
-				return nil, fmt.Errorf("pull secret %s/%s: %w", cfg.Namespace, cfg.PullSecretName, err)
-			}
-			return data, nil
-		}, nil
-	}
-	return func(context.Context) ([]byte, error) {
-		return nil, errors.New("no pull secret configured (pullSecretFile or pullSecretName)")
-	}, nil
-}
-
-// unclassified classifies an error that reached the API without a domain kind as a failure of the hub.
-func unclassified(err error) *clusters.Error { return hubapi.Failure(err, "the request failed") }

@@ -16,7 +16,7 @@ import (
 )
 
 // leaderTask is a component that runs on the leader only (reconciler, publisher, registrar). Start runs until ctx
-// ends and may be called again for a later leadership term.
+// ends and may be called again for a later leadership term; each of them runs its term on a leaderloop.Loop.
 type leaderTask interface {
 	Start(ctx context.Context) error
 }

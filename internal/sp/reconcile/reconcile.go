@@ -8,7 +8,8 @@
 //     delivered, the SP's status finalizer, so a DELETED event survives an SP restart in the middle of a deletion;
 //   - sweeps this provider's orphans.
 //
-// It knows the rest of the SP only through the interfaces below.
+// It knows the rest of the SP only through the interfaces below, and registers nothing with them: whoever wires it
+// feeds the index's changes to Enqueue. Its term is a leaderloop.Loop.
 package reconcile
 
 import (
@@ -19,18 +20,18 @@ import (
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
-// Index is the read model the reconciler works from (hub.Index).
+// Index is the read model the reconciler works from (hub.Index). Its changes reach the reconciler through
+// Enqueue, registered by whoever wires the two.
 type Index interface {
 	Get(id string) (clusters.View, bool)
 	IDs() []string
 	Len() int
-	OnChange(func(id string))
 }
 
 // Provisioner changes the hub (provision.Converger).
@@ -93,8 +94,7 @@ type Reconciler struct {
 	opts     Options
 	log      *slog.Logger
 
-	qmu   sync.Mutex
-	queue workqueue.TypedRateLimitingInterface[string] // set while Start runs (a leadership term)
+	loop *leaderloop.Loop // the term's queue and workers
 
 	mu      sync.Mutex
 	seen    map[string]bool // instances whose HostedCluster this process has seen
@@ -103,8 +103,8 @@ type Reconciler struct {
 	results *prometheus.CounterVec // reconciles by result
 }
 
-// New wires a Reconciler to the index. Changes are handled while Start runs; each Start begins with a full
-// resync, so nothing that changed in between is missed.
+// New prepares a Reconciler over the index; it registers nothing (feed the index's changes to Enqueue). Changes
+// are handled while Start runs; each Start begins with a full resync, so nothing that changed in between is missed.
 func New(index Index, prov Provisioner, reporter Reporter, opts Options) *Reconciler {
 	if opts.Workers == 0 {
 		opts.Workers = 4
@@ -129,7 +129,8 @@ func New(index Index, prov Provisioner, reporter Reporter, opts Options) *Reconc
 	if opts.Registry != nil {
 		opts.Registry.MustRegister(r.results)
 	}
-	index.OnChange(r.Enqueue)
+	r.loop = leaderloop.New(leaderloop.Options{Name: "clusters", Workers: opts.Workers,
+		RetryMin: 100 * time.Millisecond, RetryMax: 30 * time.Second, Handle: r.handle})
 	return r
 }
 
@@ -144,14 +145,7 @@ func (r *Reconciler) EnqueueAll() {
 }
 
 // Enqueue schedules an instance for reconciliation (a no-op while not running: the next Start resyncs).
-func (r *Reconciler) Enqueue(id string) {
-	r.qmu.Lock()
-	q := r.queue
-	r.qmu.Unlock()
-	if q != nil {
-		q.Add(id)
-	}
-}
+func (r *Reconciler) Enqueue(id string) { r.loop.Add(id) }
 
 // Start runs the workers until ctx ends. It first re-evaluates every known instance (start-up publish). It may be
 // called again after it returned (a new leadership term).
@@ -170,46 +164,13 @@ func (r *Reconciler) Start(ctx context.Context) error {
 			r.log.Debug("reconciler: caches caught up with the API server", "took", time.Since(began).String())
 		}
 	}
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusters"})
-	r.qmu.Lock()
-	r.queue = q
-	r.qmu.Unlock()
-	defer func() {
-		r.qmu.Lock()
-		if r.queue == q {
-			r.queue = nil
-		}
-		r.qmu.Unlock()
-		q.ShutDown()
-	}()
 	r.log.Info("reconciler: started", "clusters", r.index.Len())
-	r.resync(ctx)
-	var wg sync.WaitGroup
-	for i := 0; i < r.opts.Workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r.processNext(ctx, q) {
-			}
-		}()
-	}
-	t := time.NewTicker(r.opts.ResyncPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			q.ShutDown()
-			wg.Wait()
-			// The next leader (maybe this replica again) starts from the hub; a replica that leads no more must
-			// not keep what it learned about clusters that may be deleted meanwhile.
-			r.forgetUnknown(nil)
-			return nil
-		case <-t.C:
-			r.resync(ctx)
-		}
-	}
+	r.loop.Run(ctx, leaderloop.Term{Begin: r.resync, While: leaderloop.Every(r.opts.ResyncPeriod, r.resync), End: func() {
+		// The next leader (maybe this replica again) starts from the hub; a replica that leads no more must not
+		// keep what it learned about clusters that may be deleted meanwhile.
+		r.forgetUnknown(nil)
+	}})
+	return nil
 }
 
 func (r *Reconciler) resync(ctx context.Context) {
@@ -237,29 +198,16 @@ func (r *Reconciler) Resyncs() int {
 	return r.resyncs
 }
 
-func (r *Reconciler) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
-	id, shutdown := q.Get()
-	if shutdown {
-		return false
-	}
-	defer q.Done(id)
+// handle is the term's handler: one reconcile, counted, and when to look again (leaderloop.Handler).
+func (r *Reconciler) handle(ctx context.Context, id string) (time.Duration, error) {
 	requeue, err := r.reconcile(ctx, id)
-	result := "ok"
 	if err != nil {
-		result = "error"
-	}
-	r.results.WithLabelValues(result).Inc()
-	switch {
-	case err != nil:
+		r.results.WithLabelValues("error").Inc()
 		r.log.Warn("reconcile failed; retrying", "id", id, "error", err)
-		q.AddRateLimited(id)
-	case requeue > 0:
-		q.Forget(id)
-		q.AddAfter(id, requeue)
-	default:
-		q.Forget(id)
+		return 0, err
 	}
-	return true
+	r.results.WithLabelValues("ok").Inc()
+	return requeue, nil
 }
 
 // reconcile handles one instance and returns when to look again (0: only on the next change).

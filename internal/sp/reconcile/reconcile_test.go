@@ -28,15 +28,16 @@ func newFixture(t *testing.T, withReporter bool, views ...clusters.View) *fixtur
 		rep = f.rep
 	}
 	f.r = New(f.ix, f.prov, rep, Options{})
+	f.ix.OnChange(f.r.Enqueue) // as app.New wires it
 	return f
 }
 
 // reconcileOnce reconciles id and returns when to look again, the calls it made and the error.
 func (f *fixture) reconcileOnce(t *testing.T, id string) (time.Duration, []string, error) {
 	t.Helper()
-	f.j.reset()
+	f.j.Reset()
 	d, err := f.r.reconcile(context.Background(), id)
-	return d, f.j.all(), err
+	return d, f.j.All(), err
 }
 
 var errHub = errors.New("hub says no")

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/transport"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/redact"
 )
 
@@ -60,11 +61,14 @@ type Options struct {
 
 // Registrar keeps the SP registered.
 type Registrar struct {
-	o       Options
-	client  *spmclient.ClientWithResponses
-	log     *slog.Logger
-	trigger chan struct{}
-	m       *metrics
+	o      Options
+	client *spmclient.ClientWithResponses
+	log    *slog.Logger
+	// loop runs the leader's term: one key, looked at again when due, on Trigger and every Check.
+	loop *leaderloop.Loop
+	// failures counts the term's consecutive failed registrations (its one worker's).
+	failures int
+	m        *metrics
 
 	mu         sync.Mutex
 	registered bool
@@ -102,7 +106,9 @@ func New(o Options) (*Registrar, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry client: %w", err)
 	}
-	return &Registrar{o: o, client: c, log: o.Log, trigger: make(chan struct{}, 1), m: newMetrics(o.Registry)}, nil
+	r := &Registrar{o: o, client: c, log: o.Log, m: newMetrics(o.Registry)}
+	r.loop = leaderloop.New(leaderloop.Options{Name: "registration", Workers: 1, Handle: r.handle})
+	return r, nil
 }
 
 // NewHTTPClient returns the registry client's HTTP client: a 10 s timeout, the CA bundle of caFile (if any) on top
@@ -151,12 +157,10 @@ func sameHostRedirects(req *http.Request, via []*http.Request) error {
 func (r *Registrar) Options() Options { return r.o }
 
 // Trigger asks for the capabilities to be compared again soon (ClusterImageSets or platforms changed).
-func (r *Registrar) Trigger() {
-	select {
-	case r.trigger <- struct{}{}:
-	default:
-	}
-}
+func (r *Registrar) Trigger() { r.loop.Add(registrationKey) }
+
+// registrationKey is the one key of the registrar's loop.
+const registrationKey = "registration"
 
 // Status reports the registration for the health check.
 func (r *Registrar) Status() (bool, string) {
@@ -174,53 +178,48 @@ func (r *Registrar) Status() (bool, string) {
 	}
 }
 
-// Start registers and keeps the registration current until ctx ends.
+// Start registers and keeps the registration current until ctx ends (a leadership term).
 func (r *Registrar) Start(ctx context.Context) error {
-	r.mu.Lock()
-	r.running = true
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.running = false
-		r.mu.Unlock()
-	}()
-	r.log.Info("registering with DCM", "registry", redact.URL(r.o.RegistryURL), "name", r.o.Name, "endpoint", r.o.Endpoint)
-	failures := 0
-	check := time.NewTicker(r.o.Check)
-	defer check.Stop()
-	var wait time.Duration
-	for {
-		caps := r.o.Capabilities(ctx)
-		r.mu.Lock()
-		due := !r.registered || !caps.equal(r.last) || time.Since(r.lastOK) >= r.o.Refresh
-		r.mu.Unlock()
-		if due {
-			err := r.register(ctx, caps)
-			switch {
-			case err == nil:
-				failures = 0
-				wait = r.o.Refresh
-			case ctx.Err() != nil:
-				return nil
-			default:
-				failures++
-				wait = r.backoff(failures, err)
-			}
-		} else {
+	r.loop.Run(ctx, leaderloop.Term{
+		Begin: func(context.Context) {
 			r.mu.Lock()
-			wait = time.Until(r.lastOK.Add(r.o.Refresh))
+			r.running = true
 			r.mu.Unlock()
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-timer.C:
-		case <-check.C:
-		case <-r.trigger:
-		}
-		timer.Stop()
+			r.failures = 0
+			r.log.Info("registering with DCM", "registry", redact.URL(r.o.RegistryURL), "name", r.o.Name, "endpoint", r.o.Endpoint)
+			r.loop.Add(registrationKey)
+		},
+		While: leaderloop.Every(r.o.Check, func(context.Context) { r.loop.Add(registrationKey) }),
+		End: func() {
+			r.mu.Lock()
+			r.running = false
+			r.mu.Unlock()
+		},
+	})
+	return nil
+}
+
+// handle compares the capabilities with those last registered, registers when they changed, when not registered
+// yet or when the refresh period has passed, and returns when to look again (leaderloop.Handler).
+func (r *Registrar) handle(ctx context.Context, _ string) (time.Duration, error) {
+	caps := r.o.Capabilities(ctx)
+	r.mu.Lock()
+	due := !r.registered || !caps.equal(r.last) || time.Since(r.lastOK) >= r.o.Refresh
+	next := time.Until(r.lastOK.Add(r.o.Refresh))
+	r.mu.Unlock()
+	if !due {
+		return max(next, time.Millisecond), nil
+	}
+	err := r.register(ctx, caps)
+	switch {
+	case err == nil:
+		r.failures = 0
+		return r.o.Refresh, nil
+	case ctx.Err() != nil:
+		return 0, leaderloop.ErrNothingDone // the term ended
+	default:
+		r.failures++
+		return r.backoff(r.failures, err), nil
 	}
 }
 

@@ -273,3 +273,39 @@ func TestClientCredentials(t *testing.T) {
 		t.Fatal("an untrusted registry certificate was accepted")
 	}
 }
+
+// Each leadership term runs the registrar afresh: a term compares the capabilities at once, registering only when
+// due; its end leaves the health check saying the leader registers; a later term follows changes again.
+func TestTermsStartAndStop(t *testing.T) {
+	spm, err := sphub.StartRegistry("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spm.Close()
+	src := &caps{c: Capabilities{Platforms: []string{"kubevirt"}, KubernetesVersions: []string{"1.31"}}}
+	r, err := New(Options{RegistryURL: spm.URL, Name: "acm-cluster-sp", Endpoint: "http://127.0.0.1:8080/api/v1alpha1/clusters",
+		Capabilities: src.get, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := testwait.Background(t, 10*time.Second, r.Start)
+	waitFor(t, "registered in the first term", func() bool { return registered(r) })
+	stop()
+	if ok, msg := r.Status(); !ok || msg != "registration runs on the leader replica" {
+		t.Fatalf("after the term: %v %q", ok, msg)
+	}
+	n, reads := len(spm.Requests()), src.count()
+	testwait.Background(t, 10*time.Second, r.Start)
+	waitFor(t, "the second term to compare", func() bool { return src.count() > reads })
+	r.Trigger() // one worker: once this second read is made, the first decision is done
+	waitFor(t, "the second term to compare again", func() bool { return src.count() > reads+1 })
+	if len(spm.Requests()) != n {
+		t.Fatal("the second term re-registered an unchanged, fresh registration")
+	}
+	src.set(Capabilities{Platforms: []string{"kubevirt"}, KubernetesVersions: []string{"1.31", "1.32"}})
+	r.Trigger()
+	waitFor(t, "re-registered in the second term", func() bool {
+		p, _ := spm.Get("acm-cluster-sp")
+		return equalList(p.Metadata["kubernetesSupportedVersions"], "1.31", "1.32")
+	})
+}

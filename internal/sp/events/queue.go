@@ -1,0 +1,133 @@
+package events
+
+import (
+	"context"
+	"time"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
+)
+
+// Per-instance state between reports and publishes: latest wins, the debounce window, the resync backlog.
+
+type state struct {
+	status, message string
+	out             status.Output
+}
+
+type entry struct {
+	pending     *state    // newest status not yet delivered
+	acked       *state    // last status the bus acknowledged
+	ackedGen    uint64    // resync generation of that ack
+	lastPublish time.Time // end of the last successful publish (debounce window start)
+	dueAt       time.Time // when the pending status is scheduled
+	forget      bool      // drop the entry once pending is delivered
+	backlog     bool      // pending is an unchanged re-publish waiting in the backlog, not in the queue
+}
+
+// Report hands over the current status of an instance. It is queued when it differs (status, message or output)
+// from what the bus last acknowledged in this resync generation; a newer report replaces an older undelivered one.
+func (p *Publisher) Report(id string, r status.Report) {
+	s := state{string(r.Status), r.Message, r.Output}
+	now := time.Now()
+	p.mu.Lock()
+	e := p.entries[id]
+	if e == nil {
+		e = &entry{}
+		p.entries[id] = e
+	}
+	if e.acked != nil && *e.acked == s && e.ackedGen == p.gen && e.pending == nil {
+		p.mu.Unlock()
+		return
+	}
+	e.forget = false
+	if e.pending != nil && *e.pending == s {
+		p.mu.Unlock()
+		return
+	}
+	if e.pending == nil && e.acked != nil && *e.acked == s {
+		// Unchanged since its last ack, reported again after a resync: it waits its turn in the backlog.
+		e.pending, e.backlog = &s, true
+		p.backlog = append(p.backlog, id)
+		p.mu.Unlock()
+		select {
+		case p.fed <- struct{}{}:
+		default:
+		}
+		return
+	}
+	e.backlog = false // a change: scheduled now (its place in the backlog, if any, is skipped)
+	e.pending = &s
+	delay := time.Duration(0)
+	if !e.lastPublish.IsZero() {
+		if end := e.lastPublish.Add(p.o.Debounce); end.After(now) {
+			delay = end.Sub(now)
+		}
+	}
+	scheduled := !e.dueAt.IsZero() && !e.dueAt.After(now.Add(delay))
+	if !scheduled {
+		e.dueAt = now.Add(delay)
+	}
+	p.mu.Unlock()
+	if !scheduled {
+		p.add(id, delay)
+	}
+}
+
+// add schedules an instance's publish (a no-op while not running: Start picks up everything pending).
+func (p *Publisher) add(id string, after time.Duration) { p.loop.AddAfter(id, after) }
+
+// retryNow moves every pending instance to the front after a (re)connect instead of waiting out its backoff.
+func (p *Publisher) retryNow() {
+	p.mu.Lock()
+	var ids []string
+	for id, e := range p.entries {
+		if e.pending != nil && !e.backlog {
+			ids = append(ids, id)
+			e.dueAt = time.Now()
+		}
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.loop.Forget(id)
+		p.add(id, 0)
+	}
+}
+
+// feedBacklog moves re-publishes from the backlog to the queue while the queue holds fewer than Workers items,
+// until ctx ends.
+func (p *Publisher) feedBacklog(ctx context.Context) {
+	wait := time.NewTimer(time.Hour)
+	defer wait.Stop()
+	for {
+		var ids []string
+		p.mu.Lock()
+		for room := p.o.Workers - p.loop.Len(); room > len(ids) && len(p.backlog) > 0; {
+			id := p.backlog[0]
+			p.backlog = p.backlog[1:]
+			if e := p.entries[id]; e != nil && e.backlog {
+				e.backlog, e.dueAt = false, time.Now()
+				ids = append(ids, id)
+			}
+		}
+		more := len(p.backlog) > 0
+		if !more {
+			p.backlog = nil // let the drained array go
+		}
+		p.mu.Unlock()
+		for _, id := range ids {
+			p.loop.Add(id)
+		}
+		// With more waiting, look again shortly (the queue drains as publishes are acked); else wait for a resync.
+		idle := time.Hour
+		if more {
+			idle = 5 * time.Millisecond
+		}
+		wait.Reset(idle)
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.fed:
+		case <-wait.C:
+		}
+	}
+}
