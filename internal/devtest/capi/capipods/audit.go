@@ -3,8 +3,10 @@ package capipods
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,14 +42,58 @@ type AuditEvent struct {
 // files kube-apiserver rotated away (<name>-<time><ext> beside it, whose names sort by time) and then the log itself.
 // A long test run fills a log past its size limit, and a rotated file must neither hide events nor "prove" that
 // nothing was sent.
+//
+// The files are opened before any is read, and only once a second listing shows the same names: kube-apiserver
+// rotates by renaming the log and starting a new one, and reading takes long enough (hundreds of MB under -race)
+// for a rotation to happen meanwhile. An open file is read whole even after it was renamed, so what was logged
+// before the call is all read; what is logged after it may be missed.
 func ReadAudit(path string, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
-	files, err := AuditFiles(path)
+	files, err := openAudit(path)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}()
+	return readAudit(files, keep)
+}
+
+// openAudit opens the files of the audit log at path, oldest first, as of a moment when no rotation was under way.
+func openAudit(path string) ([]*os.File, error) {
+	for range 10 {
+		names, err := AuditFiles(path)
+		if err != nil {
+			return nil, err
+		}
+		files := make([]*os.File, 0, len(names))
+		for _, n := range names {
+			f, err := os.Open(n)
+			if err != nil {
+				break // renamed away between the listing and the open: list again
+			}
+			files = append(files, f)
+		}
+		again, err := AuditFiles(path)
+		if err == nil && len(files) == len(names) && slices.Equal(names, again) {
+			return files, nil
+		}
+		for _, f := range files {
+			_ = f.Close()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("the audit log %s kept rotating while its files were opened", path)
+}
+
+func readAudit(files []*os.File, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
 	var out []AuditEvent
-	for _, p := range files {
-		if out, err = readAuditFile(p, keep, out); err != nil {
+	var err error
+	for _, f := range files {
+		if out, err = readAuditFile(f, keep, out); err != nil {
 			return nil, err
 		}
 	}
@@ -65,12 +111,7 @@ func AuditFiles(path string) ([]string, error) {
 	return append(rotated, path), nil
 }
 
-func readAuditFile(path string, keep func(*AuditEvent) bool, out []AuditEvent) ([]AuditEvent, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
+func readAuditFile(f *os.File, keep func(*AuditEvent) bool, out []AuditEvent) ([]AuditEvent, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {

@@ -329,3 +329,44 @@ func TestReadAuditRotated(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// A rotation between opening the audit files and reading them loses nothing that was logged before: the log renamed
+// away is still read through the file opened before, and the new, empty log is not mistaken for it.
+func TestReadAuditRotatesWhileReading(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "audit.log")
+	line := func(ua string) string { return `{"userAgent":"` + ua + `","verb":"get"}` + "\n" }
+	if err := os.WriteFile(filepath.Join(dir, "audit-2026-11-26T10-00-00.000.log"), []byte(line("a")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, []byte(line("b")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files, err := openAudit(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}()
+	// kube-apiserver rotates: the log becomes a dated file and a new log starts.
+	if err := os.Rename(log, filepath.Join(dir, "audit-2026-11-26T11-00-00.000.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, []byte(line("c")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := readAudit(files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.UserAgent)
+	}
+	if diff := cmp.Diff([]string{"a", "b"}, got); diff != "" {
+		t.Errorf("events logged before the call (-want +got):\n%s", diff)
+	}
+}
