@@ -23,6 +23,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/health"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/httpapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/provision"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/reconcile"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/registration"
@@ -247,18 +248,7 @@ func (a *App) warnIfUnauthenticated(ctx context.Context) {
 			"address", a.Config.ListenAddress)
 	}
 	warn()
-	go func() {
-		t := time.NewTicker(unauthenticatedWarningEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				warn()
-			}
-		}
-	}()
+	go leaderloop.Every(unauthenticatedWarningEvery, func(context.Context) { warn() })(ctx)
 }
 
 // unauthenticatedWarningEvery is how often warnIfUnauthenticated repeats itself.

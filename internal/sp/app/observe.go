@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
@@ -32,17 +33,10 @@ func hubObservation(h *hub.Hub, staleAfter time.Duration) func() status.Observat
 func (a *App) followObservation(ctx context.Context) {
 	observed := a.Service.Settings().Observed
 	lost := false
-	t := time.NewTicker(a.observeEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	leaderloop.Every(a.observeEvery, func(context.Context) {
 		o := observed()
 		if o.Lost == lost {
-			continue
+			return
 		}
 		lost = o.Lost
 		if lost {
@@ -51,5 +45,5 @@ func (a *App) followObservation(ctx context.Context) {
 			a.log.Info("the hub's API server answers again: clusters are reported as observed")
 		}
 		a.Reconciler.EnqueueAll()
-	}
+	})(ctx)
 }

@@ -107,7 +107,8 @@ func (l *Loop) Run(ctx context.Context, t Term) {
 	}
 }
 
-// Every is a Term.While that calls f every period until the term's ctx ends (periodic resyncs and checks).
+// Every is a Term.While that calls f every period until the term's ctx ends (periodic resyncs and checks); app
+// runs its periodic work outside terms (the hub-observation follower, the unauthenticated warning) on it too.
 func Every(period time.Duration, f func(ctx context.Context)) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		t := time.NewTicker(period)
