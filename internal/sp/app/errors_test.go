@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/faultproxy"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
@@ -220,6 +221,49 @@ func TestCreateRollsBack(t *testing.T) {
 	if code, _ := sp.get(t, id); code != http.StatusNotFound {
 		t.Fatalf("GET after rollback: %d", code)
 	}
+}
+
+// A bare-metal create refused after it reserved an Agent rolls back on the real hub too: every write to an Agent
+// other than the first one reserved is refused (403, as RBAC or an admission webhook would), and the answer is an
+// error with nothing of the instance left — no object, and no Agent still labelled for it.
+func TestCreateBareMetalRollsBackItsAgents(t *testing.T) {
+	cfg := testConfig("faults")
+	cfg.ProviderName = "sp-bm-rollback"
+	px, err := faultproxy.Start(testHub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	first := "" // the Agent reserved first: its writes (the reservation, then the rollback's release) pass
+	px.SetRule(func(r faultproxy.Request) faultproxy.Verdict {
+		if !r.Write || !strings.Contains(r.Path, "/agents/") {
+			return faultproxy.Pass
+		}
+		if first == "" {
+			first = r.Path
+		}
+		if r.Path == first {
+			return faultproxy.Pass
+		}
+		return faultproxy.Refuse403
+	})
+	// Another replica holds the lease: no reconcile of this replica races the rollback (a leader's reconciler that
+	// converged the cluster meanwhile could recreate the ManagedCluster; its orphan sweep removes that later).
+	defer holdLease(t, cfg)()
+	sp := startSP(t, cfg, Options{RestConfig: px.Config()})
+	name := uniqueName("bmrb")
+	id := "inst-" + name
+	body := fmt.Sprintf(`{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":"datacenter-1"}}}}}`, name)
+	code, _, raw := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters?id="+id, "application/json", []byte(body))
+	if code < 400 {
+		t.Fatalf("a create whose second Agent reservation was refused: %d %s", code, raw)
+	}
+	if px.Faults() == 0 {
+		t.Fatalf("no Agent reservation was refused (first Agent written: %q)", first)
+	}
+	waitFor(t, 30*time.Second, "the rollback of the objects and of the Agent reservation", func() bool {
+		return len(leftoversIn(t, "faults", id, name)) == 0 && len(reservedAgents(t, id)) == 0
+	})
 }
 
 // A platform that is not enabled on this SP is a 422 naming what is supported.

@@ -29,6 +29,7 @@ const (
 	Pass        Verdict = iota // forward it
 	Fail500                    // answer 500 InternalError (a Status body), do not forward
 	Fail429                    // answer 429 TooManyRequests with Retry-After: 1, do not forward
+	Refuse403                  // answer 403 Forbidden (as RBAC or an admission webhook refuses), do not forward
 	Abort                      // drop the connection, do not forward
 	PassThenCut                // forward it, then abort the response (the write happened, the caller never knows)
 	Hang                       // never answer: hold the request until the caller gives up (a hub that hangs)
@@ -154,6 +155,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	case Fail500:
 		p.faults.Add(1)
 		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "injected fault: internal error")
+		return
+	case Refuse403:
+		p.faults.Add(1)
+		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, "injected fault: forbidden")
 		return
 	case Fail429:
 		p.faults.Add(1)
