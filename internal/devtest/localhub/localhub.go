@@ -82,6 +82,7 @@ func Start(opts Options) (*Hub, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
 	}
+	ReapOrphans()
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    bin,
 		ControlPlaneStartTimeout: opts.StartTimeout,
