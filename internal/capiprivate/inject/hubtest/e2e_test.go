@@ -112,7 +112,7 @@ func createMarkedCluster(t *testing.T, ctx context.Context, h *capipods.Harness,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hc.Namespace()}})
+		env.DeleteNamespace(hc.Namespace())
 	})
 	nsLabels := map[string]string{TestLabel: name, inject.MarkerLabel: inject.MarkerValue, "hypershift.openshift.io/hosted-control-plane": "true"}
 	if mirrored {

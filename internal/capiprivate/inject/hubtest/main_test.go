@@ -185,7 +185,7 @@ func namespace(t testing.TB, prefix, injector string, marked bool) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		env.DeleteNamespace(name)
 	})
 	return name
 }

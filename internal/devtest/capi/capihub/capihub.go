@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -133,12 +134,18 @@ type Env struct {
 	webhookDown atomic.Bool
 	cancel      context.CancelFunc
 	served      chan error
+
+	// releaseCtx ends the finalizer releases of deleted namespaces (DeleteNamespace); releases counts them.
+	releaseCtx    context.Context
+	releaseCancel context.CancelFunc
+	releases      sync.WaitGroup
 }
 
 // Start starts the environment; ctx bounds the start only. Call Stop when done, also after an error.
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	begin := time.Now()
 	e := &Env{served: make(chan error, 1)}
+	e.releaseCtx, e.releaseCancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			_ = e.Stop()
@@ -450,6 +457,10 @@ func (e *Env) Stop() error {
 		return nil
 	}
 	var errs []error
+	if e.releaseCancel != nil {
+		e.releaseCancel()
+		e.releases.Wait()
+	}
 	if err := e.ControllerManager.Stop(); err != nil {
 		errs = append(errs, err)
 	}

@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -70,19 +66,4 @@ func MainWith(m *testing.M, env **Env, opts Options, setup ...Setup) int {
 		}
 	}
 	return code
-}
-
-var nsCounter atomic.Int64
-
-// NewNamespace creates a namespace for one test; the namespace controller deletes it (and what is left in it)
-// after the test.
-func (e *Env) NewNamespace(t testing.TB, prefix string) string {
-	t.Helper()
-	name := fmt.Sprintf("%s-%d", strings.ToLower(prefix), nsCounter.Add(1))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := e.Client.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace %s: %v", name, err)
-	}
-	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), ns) })
-	return name
 }

@@ -79,13 +79,19 @@ func platformVersions(t *testing.T) map[string]string {
 // operators bring a HostedCluster's MachineDeployment of 2 to Running Machines with providerIDs and Nodes, scale it
 // 2→3→1 with matching ledger creates and deletes, and delete the Cluster cleanly; the platform's objects are never
 // written, although the legacy managers write the same CRDs.
-func TestLegacyReconcileScaleDelete(t *testing.T) { reconcileScaleDelete(t, Direct) }
+func TestLegacyReconcileScaleDelete(t *testing.T) {
+	t.Parallel()
+	reconcileScaleDelete(t, Direct)
+}
 
 // TestPrivateReconcileScaleDelete is the same through the proxy: the hosted cluster is written in the private
 // groups (as a private-mode operator would), every simulated pod and the fake operator run Proxied, and the user
 // scales and deletes through the proxy in the standard groups. Everything is stored private (refs included),
 // nothing lands in the standard CRDs, and the platform's objects stay untouched and invisible through the proxy.
-func TestPrivateReconcileScaleDelete(t *testing.T) { reconcileScaleDelete(t, Proxied) }
+func TestPrivateReconcileScaleDelete(t *testing.T) {
+	t.Parallel()
+	reconcileScaleDelete(t, Proxied)
+}
 
 func reconcileScaleDelete(t *testing.T, mode Mode) {
 	ctx := t.Context()
@@ -94,15 +100,17 @@ func reconcileScaleDelete(t *testing.T, mode Mode) {
 	if mode == Proxied {
 		stored, user = PrivateGroups, viaProxy
 	}
+	ns := env.NewNamespace(t, string(mode))
 	operator := string(mode) + "-" + t.Name()
-	ho, err := harness.StartOperator(ctx, operator, mode, nil)
+	// Kept to this test's namespace: the package's tests run in parallel.
+	ho, err := harness.StartOperator(ctx, operator, mode, func(h *hyperv1.HostedCluster) bool { return h.Namespace == ns })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = ho.Stop() }()
 
 	spec := HostedClusterSpec{
-		Namespace: env.NewNamespace(t, string(mode)), Name: "hc1", InfraID: "hc1-x7k2p", Groups: stored,
+		Namespace: ns, Name: "hc1", InfraID: "hc1-x7k2p", Groups: stored,
 		MachineDeployments:  []MachineDeploymentSpec{{Name: "hc1-workers", Replicas: 2}},
 		MachineHealthChecks: true, Deployments: true, DeploymentReplicas: 1, Proxied: mode == Proxied,
 	}
@@ -335,8 +343,6 @@ func checkClusterProvisioned(t *testing.T, hc *HostedCluster) {
 	}
 }
 
-func deleteNamespace(name string) {
-	_ = harness.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-}
+func deleteNamespace(name string) { env.DeleteNamespace(name) }
 
 var hcpGVK = hyperv1.GroupVersion.WithKind("HostedControlPlane")
