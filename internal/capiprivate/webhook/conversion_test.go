@@ -114,6 +114,7 @@ func nestedString(t *testing.T, obj *unstructured.Unstructured, path string) str
 // each older served version, written back unchanged at that version (object and status), and read at v1beta2
 // again: exactly the same object, with the same generation (the spec never changed).
 func TestConversionRoundTripThroughAPIServer(t *testing.T) {
+	t.Parallel()
 	ns := env.NewNamespace(t, "s2")
 	files, err := filepath.Glob("testdata/v1beta2/*.yaml")
 	// One per converted kind: 12 core Cluster API kinds and 8 CAPIBM kinds (IBMVPCClusterTemplate serves one
@@ -125,6 +126,7 @@ func TestConversionRoundTripThroughAPIServer(t *testing.T) {
 		obj := load(t, file, ns)
 		gvk := obj.GroupVersionKind()
 		t.Run(gvk.Kind, func(t *testing.T) {
+			t.Parallel()
 			status, hasStatus := obj.Object["status"]
 			if err := env.Client.Create(t.Context(), obj); err != nil {
 				t.Fatal(err)
@@ -260,6 +262,7 @@ func canonicalDurations(v any, fields []string) {
 // A v1beta1 create is stored as v1beta2 (refs become apiGroup/kind/name) and reads back at v1beta1 as written,
 // except the known-lossy fields.
 func TestConversionFromV1beta1(t *testing.T) {
+	t.Parallel()
 	ns := env.NewNamespace(t, "s2-v1beta1")
 	files, err := filepath.Glob("testdata/v1beta1/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -269,6 +272,7 @@ func TestConversionFromV1beta1(t *testing.T) {
 		obj := load(t, file, ns)
 		gvk := obj.GroupVersionKind()
 		t.Run(gvk.Kind+"@"+gvk.Version, func(t *testing.T) {
+			t.Parallel()
 			want := obj.DeepCopy()
 			if err := env.Client.Create(t.Context(), obj); err != nil {
 				t.Fatal(err)

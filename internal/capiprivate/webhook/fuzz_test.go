@@ -25,6 +25,7 @@ import (
 // api/core/v1beta1's conversion_test.go (about 1,000 lines, test-only, not importable) normalise the known-lossy
 // fields of the other kinds. TestHandlerRoundTripFuzz covers every kind through the handler instead.
 func TestFuzzyConversionMachineDrainRule(t *testing.T) {
+	t.Parallel()
 	s, err := NewScheme()
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +110,7 @@ func pruned(t *testing.T, raw []byte) any {
 // must convert both ways; their converters keep no conversion-data for most kinds, so what only v1beta2 holds is
 // lost on the way back, as it is whoever serves CAPIBM's conversion.
 func TestHandlerRoundTripFuzz(t *testing.T) {
+	t.Parallel()
 	g := &recordingGetter{}
 	w := newOffline(t, g.get)
 	fuzzer := utilconversion.GetFuzzer(w.Scheme, realisticRefs)

@@ -15,6 +15,7 @@ import (
 // 2 MachineDeployments × 2 Machines each, run by their own simulated pods in legacy mode, with Nodes, the
 // HostedCluster Available through the fake operator, and the HostedControlPlane owned by the Cluster.
 func TestLegacyHostedClusters(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	ns := env.NewNamespace(t, "clusters")
 	ho, err := harness.StartOperator(ctx, "legacy-"+t.Name(), Direct, func(hc *hyperv1.HostedCluster) bool { return hc.Namespace == ns })

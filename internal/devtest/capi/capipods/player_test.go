@@ -33,6 +33,7 @@ func deploymentStatusOf(ctx context.Context, ns, role string) (appsv1.Deployment
 // proxy (the Deployment turns unavailable) and start once there is one; undoing it brings Direct pods back. The
 // Pods come from kube-controller-manager's deployment and ReplicaSet controllers; the player only runs them.
 func TestDeploymentPlayer(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	spec := HostedClusterSpec{
 		Namespace: env.NewNamespace(t, "player"), Name: "hc2", Groups: StandardGroups,
