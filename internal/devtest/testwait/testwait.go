@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Interval is how often conditions are polled.
-const Interval = 20 * time.Millisecond
+// Interval is how often conditions are polled: often enough that a wait ends soon after its condition holds,
+// seldom enough that the many waits of parallel tests do not load the hub they poll.
+const Interval = 100 * time.Millisecond
 
 // For polls cond until it holds; past within it fails the test with what.
 func For(t testing.TB, within time.Duration, what string, cond func() bool) {

@@ -94,6 +94,7 @@ func TestRefusedBeforeFirstWrite(t *testing.T) {
 // but no twin of it, appears once the run is copying. The copy cannot create that twin, so the run rolls back —
 // and the rollback removes this run's twins only: the stray is still there, untouched.
 func TestStrayNeitherAdoptedNorDeleted(t *testing.T) {
+	t.Parallel()
 	const mds, machines = 1, 1
 	r := newRig(t, "stray", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	mhc := r.list(capipods.StandardGroups, "MachineHealthCheck")[0]
@@ -114,7 +115,7 @@ func TestStrayNeitherAdoptedNorDeleted(t *testing.T) {
 	}
 	r.mu.Unlock()
 	r.start(nil)
-	a := r.waitAnnotations("rolled back", 4*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
+	a := r.waitAnnotations("rolled back", runWithin, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
 	if a[plan.FailedAnnotation] != plan.ReasonCreateFailed || a[plan.ScopeAnnotation] != plan.ScopeLegacy {
 		t.Errorf("annotations %v, want migration-failed %s", a, plan.ReasonCreateFailed)
 	}
@@ -147,6 +148,7 @@ func TestStrayNeitherAdoptedNorDeleted(t *testing.T) {
 // from its persisted start) and rolls back; the migrator's actions stay bounded (one per retry interval); the
 // cluster is legacy and healthy afterwards.
 func TestQuiesceUndoneEndsAtDeadline(t *testing.T) {
+	t.Parallel()
 	const mds, machines = 1, 1
 	r := newRig(t, "undone", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	ctx, stop := context.WithCancel(t.Context())
@@ -162,8 +164,29 @@ func TestQuiesceUndoneEndsAtDeadline(t *testing.T) {
 	r.mu.Unlock()
 	cfg := testConfig()
 	cfg.QuiesceTimeout = 15 * time.Second
-	r.start(func(o *controller.RunOptions) { o.Config = cfg })
-	a := r.waitAnnotations("rolled back", 3*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
+	// When the migrator looked each time it decided to wait in Quiescing: its clock is read once per look, by the
+	// observation, before it decides (one worker, so the last reading is that look's).
+	var clock sync.Mutex
+	var lastLook time.Time
+	var quiescingWaits []time.Time
+	r.start(func(o *controller.RunOptions) {
+		o.Config = cfg
+		o.Now = func() time.Time {
+			now := time.Now()
+			clock.Lock()
+			lastLook = now
+			clock.Unlock()
+			return now
+		}
+		o.OnWait = func(hc types.NamespacedName, p plan.Phase, _ plan.Action) {
+			if hc == r.key && p == plan.PhaseQuiescing {
+				clock.Lock()
+				quiescingWaits = append(quiescingWaits, lastLook)
+				clock.Unlock()
+			}
+		}
+	})
+	a := r.waitAnnotations("rolled back", runWithin, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
 	if a[plan.FailedAnnotation] != plan.ReasonQuiesceTimeout {
 		t.Fatalf("migration-failed %q, want %s", a[plan.FailedAnnotation], plan.ReasonQuiesceTimeout)
 	}
@@ -188,10 +211,20 @@ func TestQuiesceUndoneEndsAtDeadline(t *testing.T) {
 	}
 	r.mu.Unlock()
 	took := rolled.Sub(quiesced)
-	// The persisted start is truncated to the second: the rollback comes at the deadline, never before it.
-	if took < cfg.QuiesceTimeout || took > cfg.QuiesceTimeout+10*time.Second {
+	// The persisted start is truncated to the second: the rollback comes at the deadline, never before it, and at
+	// the first look past it — how long after the deadline that look comes depends on the machine's load, whether
+	// the migrator waited at a look past the deadline does not.
+	if took < cfg.QuiesceTimeout {
 		t.Errorf("Quiescing lasted %s, want its deadline %s", took, cfg.QuiesceTimeout)
 	}
+	deadline := quiesced.Add(cfg.QuiesceTimeout)
+	clock.Lock()
+	for _, at := range quiescingWaits {
+		if !at.Before(deadline) {
+			t.Errorf("waited in Quiescing at a look %s past its deadline %s instead of rolling back", at.Sub(deadline).Round(time.Millisecond), deadline.Format(time.TimeOnly))
+		}
+	}
+	clock.Unlock()
 	// At most one of each action per retry interval (Poll) while the actor fights, plus the first pass.
 	if limit := 2 * int(cfg.QuiesceTimeout/cfg.Poll+2); actions > limit {
 		t.Errorf("%d actions in Quiescing, want at most %d", actions, limit)
@@ -244,6 +277,7 @@ func undoQuiesce(ctx context.Context, namespace, name string, reverts *atomic.In
 // status`), keeps retrying with back-off, and the proxied CAPI controllers keep running the cluster; when the
 // denial goes, clean-up finishes.
 func TestCleanupFailsAfterCommit(t *testing.T) {
+	t.Parallel()
 	const mds, machines = 1, 1
 	r := newRig(t, "stalled", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	oldCluster := r.list(capipods.StandardGroups, "Cluster")[0]
@@ -263,7 +297,7 @@ func TestCleanupFailsAfterCommit(t *testing.T) {
 	cfg := testConfig()
 	cfg.CleanupTimeout = 8 * time.Second
 	r.start(func(o *controller.RunOptions) { o.Config = cfg })
-	a := r.waitAnnotations("stalled", 3*time.Minute, func(a map[string]string) bool { return a[plan.StalledAnnotation] != "" })
+	a := r.waitAnnotations("stalled", runWithin, func(a map[string]string) bool { return a[plan.StalledAnnotation] != "" })
 	if a[plan.PhaseAnnotation] != string(plan.PhaseCleaningUp) || a[plan.PrivateTypesAnnotation] != "true" || a[plan.FailedAnnotation] != "" {
 		t.Fatalf("annotations %v", a)
 	}
@@ -284,7 +318,7 @@ func TestCleanupFailsAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	remove()
-	r.waitAnnotations("migrated once the denial is gone", 3*time.Minute, migrated)
+	r.waitAnnotations("migrated once the denial is gone", runWithin, migrated)
 	r.checkMigrated(expectedCounts(mds, machines, true), machines)
 	testwait.For(t, time.Minute, "capi_private_migration_stalled to go", func() bool {
 		return testutil.CollectAndCount(r.metrics.Stalled) == 0
@@ -302,6 +336,7 @@ func allProxied(t *testing.T, r *rig) bool {
 // leftovers. Once the denials are gone and an SRE clears migration-failed, the next run removes the leftovers first
 // and migrates.
 func TestRetryAfterIncompleteRollback(t *testing.T) {
+	t.Parallel()
 	const mds, machines = 1, 2
 	r := newRig(t, "leftovers", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	removeCreate := r.denyLastMachineTwin()
@@ -321,7 +356,7 @@ func TestRetryAfterIncompleteRollback(t *testing.T) {
 	cfg := testConfig()
 	cfg.RollbackTimeout = 10 * time.Second
 	r.start(func(o *controller.RunOptions) { o.Config = cfg })
-	a := r.waitAnnotations("rolled back", 4*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
+	a := r.waitAnnotations("rolled back", runWithin, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
 	if a[plan.FailedAnnotation] != plan.ReasonRollbackIncomplete || a[plan.ScopeAnnotation] != plan.ScopeLegacy || a[plan.LeftoversAnnotation] == "" {
 		t.Fatalf("annotations %v, want migration-failed %s and leftovers", a, plan.ReasonRollbackIncomplete)
 	}
@@ -344,7 +379,7 @@ func TestRetryAfterIncompleteRollback(t *testing.T) {
 	removeCreate()
 	removeDelete()
 	r.clearFailed()
-	r.waitAnnotations("migrated on retry", 4*time.Minute, migrated)
+	r.waitAnnotations("migrated on retry", runWithin, migrated)
 	if k := r.kinds(); !slices.Contains(k, plan.RemoveLeftovers) || slices.Index(k, plan.RemoveLeftovers) > slices.Index(k, plan.CopyTwins) {
 		t.Errorf("actions %v: the leftovers must be removed before the copy", k)
 	}
@@ -399,7 +434,7 @@ func TestPartialDiscoveryWaits(t *testing.T) {
 	r.mu.Unlock()
 	waits := &waitCounter{}
 	r.start(func(o *controller.RunOptions) { o.OnWait = waits.hook })
-	testwait.For(t, 3*time.Minute, "the migrator to wait in Repointing for a whole discovery (its chances to re-point)", func() bool {
+	testwait.For(t, runWithin, "the migrator to wait in Repointing for a whole discovery (its chances to re-point)", func() bool {
 		return waits.count(r.key, plan.PhaseRepointing, "discovery incomplete") >= 3
 	})
 	if a := r.annotations(); a[plan.PhaseAnnotation] != string(plan.PhaseRepointing) {
@@ -409,6 +444,6 @@ func TestPartialDiscoveryWaits(t *testing.T) {
 		t.Fatalf("re-pointed with discovery incomplete (%d actions: %v)", n, r.kinds())
 	}
 	removeSvc()
-	r.waitAnnotations("migrated once discovery is whole", 4*time.Minute, migrated)
+	r.waitAnnotations("migrated once discovery is whole", runWithin, migrated)
 	r.checkMigrated(expectedCounts(mds, machines, true), machines)
 }

@@ -38,11 +38,21 @@ import (
 var graphKinds = []string{"Cluster", "KubevirtCluster", "MachineDeployment", "MachineSet", "Machine", "MachineHealthCheck",
 	"KubevirtMachineTemplate", "KubevirtMachine"}
 
+// runWithin bounds a wait for a run's outcome (migrated, rolled back, stalled) and for a cluster's provisioning: the
+// package's tests run in parallel on one hub, and on a loaded two-core machine a run that takes a minute alone
+// takes several.
+const runWithin = 8 * time.Minute
+
+// testConfig is the production configuration with its windows shortened to what the tests' simulated clusters
+// need. The deadlines a run that goes well must meet (quiesce, switch, resume) stay generous — on a loaded
+// machine a rollout of the simulated pods takes minutes — and the tests of a deadline set a short one of their
+// own. Poll, how soon a waiting run looks again, stays at a second: every look lists each moved kind in both
+// group sets, and the package's tests run in parallel on one hub.
 func testConfig() plan.Config {
 	return plan.Config{
-		QuietWindow: 2 * time.Second, QuiesceTimeout: 2 * time.Minute, SwitchTimeout: 2 * time.Minute,
-		HealthWindow: 3 * time.Second, ResumeTimeout: 2 * time.Minute, WebhookGrace: 30 * time.Second,
-		Poll: 300 * time.Millisecond,
+		QuietWindow: 2 * time.Second, QuiesceTimeout: 5 * time.Minute, SwitchTimeout: 5 * time.Minute,
+		HealthWindow: 3 * time.Second, ResumeTimeout: 5 * time.Minute, WebhookGrace: 30 * time.Second,
+		Poll: time.Second,
 	}
 }
 
@@ -113,7 +123,7 @@ func newRigSpec(t *testing.T, name string, mds, machines int, annotations map[st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = harness.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.hc.Namespace()}})
+		env.DeleteNamespace(r.hc.Namespace())
 	})
 	if annotations[plan.ScopeAnnotation] == plan.ScopeLegacy {
 		r.waitLegacyRunning(mds * machines)
@@ -137,7 +147,7 @@ func (r *rig) waitLegacyRunning(n int) {
 	r.t.Helper()
 	var err error
 	// A loaded 2-core machine provisions a few Machines a second at best: big clusters get longer.
-	within := max(4*time.Minute, time.Duration(n)*3*time.Second)
+	within := max(runWithin, time.Duration(n)*3*time.Second)
 	if r.before, err = r.hc.WaitMachinesRunning(r.t.Context(), capipods.StandardGroups, n, within); err != nil {
 		r.t.Fatal(err)
 	}
@@ -410,7 +420,7 @@ func TestMigrateEndToEnd(t *testing.T) {
 	begin := time.Now()
 	r.start(nil)
 	seenLocked := false
-	r.waitAnnotations("migrated", 4*time.Minute, func(a map[string]string) bool {
+	r.waitAnnotations("migrated", runWithin, func(a map[string]string) bool {
 		seenLocked = seenLocked || a[plan.InProgressAnnotation] == "true"
 		return migrated(a)
 	})
@@ -590,11 +600,12 @@ func denyPrivateCreate(t *testing.T, namespace string, spec any, names ...string
 // rolls back: the cluster is legacy again, healthy, with migration-failed set, no twin left and no instance
 // deleted; after an SRE removes migration-failed (and the cause), the retry migrates it.
 func TestRollbackOnDeniedCreate(t *testing.T) {
+	t.Parallel()
 	const mds, machines = 1, 2
 	r := newRig(t, "beta", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	remove := r.denyLastMachineTwin()
 	r.start(nil)
-	a := r.waitAnnotations("rolled back", 4*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
+	a := r.waitAnnotations("rolled back", runWithin, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
 	if a[plan.FailedAnnotation] != plan.ReasonCreateFailed || a[plan.ScopeAnnotation] != plan.ScopeLegacy ||
 		a[plan.InProgressAnnotation] != "" || a[plan.PhaseAnnotation] != "" || a[plan.PrivateTypesAnnotation] != "" {
 		t.Fatalf("annotations after rollback: %v", a)
@@ -635,7 +646,7 @@ func TestRollbackOnDeniedCreate(t *testing.T) {
 	remove()
 	r.waitLegacyRunning(machines + 1)
 	r.clearFailed()
-	r.waitAnnotations("migrated on retry", 4*time.Minute, migrated)
+	r.waitAnnotations("migrated on retry", runWithin, migrated)
 	r.checkMigrated(expectedCounts(mds, machines+1, true), machines+1)
 }
 
@@ -684,11 +695,13 @@ func safeOrder(kinds []plan.Kind) error {
 // is unpaused (an object is born), once in our order and once in the enhancement's. Ours
 // leaves the ledger without a delete; the enhancement's deletes instances — the test would catch that order.
 func TestRollbackOrderAfterResume(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		enhancement bool
 	}{{"safe", false}, {"enhancement", true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			const mds, machines = 1, 2
 			r := newRig(t, "gamma-"+tc.name, mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 			cfg := testConfig()
@@ -706,7 +719,7 @@ func TestRollbackOrderAfterResume(t *testing.T) {
 			r.mu.Unlock()
 			r.start(func(o *controller.RunOptions) { o.Config = cfg })
 			if tc.enhancement {
-				testwait.For(t, 4*time.Minute, "the enhancement's rollback to delete an instance", func() bool { return r.ledger().Deletes > 0 })
+				testwait.For(t, runWithin, "the enhancement's rollback to delete an instance", func() bool { return r.ledger().Deletes > 0 })
 				testwait.For(t, time.Minute, "the enhancement's DeleteTwins to have run", func() bool { return slices.Contains(r.kinds(), plan.DeleteTwins) })
 				if k := r.kinds(); slices.Index(k, plan.DeleteTwins) < slices.Index(k, plan.UnpausePrivate) || slices.Contains(k[:slices.Index(k, plan.DeleteTwins)], plan.StopProxied) {
 					t.Errorf("not the enhancement's order: %v", k)
@@ -714,7 +727,7 @@ func TestRollbackOrderAfterResume(t *testing.T) {
 				t.Logf("enhancement order: ledger %s after actions %v", r.ledger(), r.kinds())
 				return
 			}
-			a := r.waitAnnotations("rolled back", 4*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
+			a := r.waitAnnotations("rolled back", runWithin, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
 			if a[plan.FailedAnnotation] != plan.ReasonBornObjects {
 				t.Errorf("migration-failed %q", a[plan.FailedAnnotation])
 			}
@@ -755,6 +768,7 @@ func bornObject(r *rig) *unstructured.Unstructured {
 // private create, then starts a new one: the run resumes, adopts the twins made so far, and ends migrated with
 // exactly one twin per old object and no instance churn.
 func TestCrashMidCopyResumes(t *testing.T) {
+	t.Parallel()
 	const mds, machines = 1, 2
 	r := newRig(t, "delta", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	var creates atomic.Int32
@@ -783,7 +797,7 @@ func TestCrashMidCopyResumes(t *testing.T) {
 	r.start(func(o *controller.RunOptions) { o.Client = crashing })
 	select {
 	case <-killed:
-	case <-time.After(4 * time.Minute):
+	case <-time.After(runWithin):
 		t.Fatalf("no private create reached; annotations %v", r.annotations())
 	}
 	if err := r.mig.Stop(); err != nil {
@@ -797,80 +811,83 @@ func TestCrashMidCopyResumes(t *testing.T) {
 		t.Fatalf("%d private Clusters after the kill", n)
 	}
 	r.start(nil)
-	r.waitAnnotations("migrated after the restart", 4*time.Minute, migrated)
+	r.waitAnnotations("migrated after the restart", runWithin, migrated)
 	r.checkMigrated(expectedCounts(mds, machines, true), machines)
 }
 
-// TestFailuresMidMigration: the conversion webhook goes down mid-migration, or the HostedCluster is deleted
-// (HyperShift keeps it with its finalizer while it cleans up) — both before Committed, so the run rolls back;
-// either way no instance is deleted and the cluster is legacy and healthy again.
-func TestFailuresMidMigration(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		reason string
-		inject func(t *testing.T, r *rig)
-	}{
-		{"webhook down", plan.ReasonWebhookUnavailable, func(t *testing.T, r *rig) {
-			env.SetWebhookDown(true)
-			t.Cleanup(func() { env.SetWebhookDown(false) })
-		}},
-		{"hostedcluster deleted", plan.ReasonHostedClusterDeleted, func(t *testing.T, r *rig) {
-			hc := &hyperv1.HostedCluster{}
-			if err := harness.Client.Get(context.Background(), r.key, hc); err != nil {
-				t.Error(err)
-				return
-			}
-			if err := harness.Client.Delete(context.Background(), hc); err != nil {
-				t.Error(err)
-			}
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			const mds, machines = 1, 2
-			name := strings.ReplaceAll(tc.name, " ", "-")
-			r := newRig(t, name, mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
-			// HyperShift's finalizer keeps a deleted HostedCluster until its cleanup is done.
-			const fin = "hypershift.openshift.io/finalizer"
-			hc := &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name}}
-			if err := harness.Client.Patch(t.Context(), hc, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+fin+`"]}}`))); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = harness.Client.Patch(context.Background(), hc, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
-			})
-			var once sync.Once
-			r.mu.Lock()
-			r.hook = func(a plan.Action) {
-				if a.Kind == plan.CopyTwins {
-					once.Do(func() { tc.inject(t, r) })
-				}
-			}
-			r.mu.Unlock()
-			cfg := testConfig()
-			cfg.WebhookGrace = 3 * time.Second
-			r.start(func(o *controller.RunOptions) { o.Config = cfg })
-			a := r.waitAnnotations("rolled back", 4*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
-			if a[plan.FailedAnnotation] != tc.reason || a[plan.ScopeAnnotation] != plan.ScopeLegacy || a[plan.InProgressAnnotation] != "" {
-				t.Errorf("annotations %v, want migration-failed %s", a, tc.reason)
-			}
-			for _, k := range graphKinds {
-				if n := len(r.list(capipods.PrivateGroups, k)); n != 0 {
-					t.Errorf("%d private %s left", n, k)
-				}
-			}
-			if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
-				t.Errorf("ledger %s", s)
-			}
-			if err := safeOrder(r.kinds()); err != nil {
-				t.Error(err)
-			}
-		})
+// TestWebhookDownMidMigration: the conversion webhook goes down mid-migration, before Committed, so the run rolls
+// back; no instance is deleted and the cluster is legacy and healthy again. Not parallel: every test of the
+// package converts through that webhook.
+func TestWebhookDownMidMigration(t *testing.T) {
+	failMidMigration(t, "webhook-down", plan.ReasonWebhookUnavailable, func(t *testing.T, r *rig) {
+		env.SetWebhookDown(true)
+		t.Cleanup(func() { env.SetWebhookDown(false) })
+	})
+}
+
+// TestHostedClusterDeletedMidMigration: the HostedCluster is deleted mid-migration (HyperShift keeps it with its
+// finalizer while it cleans up), before Committed, so the run rolls back; no instance is deleted and the cluster
+// is legacy and healthy again.
+func TestHostedClusterDeletedMidMigration(t *testing.T) {
+	t.Parallel()
+	failMidMigration(t, "hostedcluster-deleted", plan.ReasonHostedClusterDeleted, func(t *testing.T, r *rig) {
+		hc := &hyperv1.HostedCluster{}
+		if err := harness.Client.Get(context.Background(), r.key, hc); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := harness.Client.Delete(context.Background(), hc); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// failMidMigration runs a migration of a legacy cluster named name, calls inject once the run copies twins, and
+// checks that the run rolled back for reason with no instance deleted, the cluster legacy and healthy again.
+func failMidMigration(t *testing.T, name, reason string, inject func(t *testing.T, r *rig)) {
+	t.Helper()
+	const mds, machines = 1, 2
+	r := newRig(t, name, mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
+	// HyperShift's finalizer keeps a deleted HostedCluster until its cleanup is done.
+	const fin = "hypershift.openshift.io/finalizer"
+	hc := &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name}}
+	if err := harness.Client.Patch(t.Context(), hc, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+fin+`"]}}`))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = harness.Client.Patch(context.Background(), hc, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	var once sync.Once
+	r.mu.Lock()
+	r.hook = func(a plan.Action) {
+		if a.Kind == plan.CopyTwins {
+			once.Do(func() { inject(t, r) })
+		}
+	}
+	r.mu.Unlock()
+	cfg := testConfig()
+	cfg.WebhookGrace = 3 * time.Second
+	r.start(func(o *controller.RunOptions) { o.Config = cfg })
+	a := r.waitAnnotations("rolled back", runWithin, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
+	if a[plan.FailedAnnotation] != reason || a[plan.ScopeAnnotation] != plan.ScopeLegacy || a[plan.InProgressAnnotation] != "" {
+		t.Errorf("annotations %v, want migration-failed %s", a, reason)
+	}
+	for _, k := range graphKinds {
+		if n := len(r.list(capipods.PrivateGroups, k)); n != 0 {
+			t.Errorf("%d private %s left", n, k)
+		}
+	}
+	if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
+		t.Errorf("ledger %s", s)
+	}
+	if err := safeOrder(r.kinds()); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -909,6 +926,7 @@ func TestMigrationScale(t *testing.T) {
 // TestTwoHostedClustersInSequence: two legacy hosted clusters migrate strictly one after the
 // other, the older one first (the ordering policy), each without instance churn.
 func TestTwoHostedClustersInSequence(t *testing.T) {
+	t.Parallel()
 	const mds, machines = 1, 2
 	r := newRig(t, "first", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	spec := capipods.LegacyHostedCluster(r.ns, "second", mds, machines)
@@ -918,14 +936,14 @@ func TestTwoHostedClustersInSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = harness.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: second.Namespace()}})
+		env.DeleteNamespace(second.Namespace())
 	})
 	if _, err := second.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	r.start(nil)
 	secondKey := types.NamespacedName{Namespace: r.ns, Name: "second"}
-	testwait.For(t, 4*time.Minute, "both HostedClusters migrated", func() bool {
+	testwait.For(t, runWithin, "both HostedClusters migrated", func() bool {
 		h := &hyperv1.HostedCluster{}
 		return migrated(r.annotations()) && harness.Client.Get(t.Context(), secondKey, h) == nil && migrated(h.Annotations)
 	})
@@ -985,13 +1003,13 @@ func TestAPIServerRestartMidMigration(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restarting kube-apiserver: %v", err)
 		}
-	case <-time.After(4 * time.Minute):
+	case <-time.After(runWithin):
 		t.Fatalf("kube-apiserver not restarted; actions %v", r.kinds())
 	}
 	// kube-apiserver down longer than the leader election's renew deadline ends the manager ("leader election
 	// lost"): in production the process exits and its Deployment restarts it; here the test does.
 	var a map[string]string
-	if !testwait.Poll(5*time.Minute, func() bool {
+	if !testwait.Poll(runWithin, func() bool {
 		select {
 		case <-r.mig.Done():
 			t.Logf("migrate manager stopped (%v): starting a new one, as its Deployment would", r.mig.Err())

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,8 +34,10 @@ func countsOn(r *rig, p capipods.Platform, mds, machines int) map[string]int {
 // is not renamed: its AgentCluster, AgentMachineTemplates and AgentMachines stay where they are, the private
 // Machines still name them, and their ownerReferences now name the private Machines and Cluster.
 func TestMigratePlatforms(t *testing.T) {
+	t.Parallel()
 	for _, p := range []capipods.Platform{capipods.AWS, capipods.Azure, capipods.KubeVirt, capipods.Agent} {
 		t.Run(p.Name, func(t *testing.T) {
+			t.Parallel()
 			const mds, machines = 1, 2
 			r := newRigSpec(t, "plat-"+strings.ToLower(p.Name), mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, false,
 				func(s *capipods.HostedClusterSpec) { s.Platform = p })
@@ -50,7 +51,7 @@ func TestMigratePlatforms(t *testing.T) {
 				agentBefore = r.platformCounts(p)
 			}
 			r.start(nil)
-			r.waitAnnotations("migrated", 4*time.Minute, migrated)
+			r.waitAnnotations("migrated", runWithin, migrated)
 			r.checkMigrated(want, mds*machines)
 			r.checkInfrastructureRefs(p, renamed)
 			if !renamed {

@@ -67,6 +67,7 @@ func patchFinalizer(t *testing.T, pod *corev1.Pod, add bool) {
 // finalizer holds it): it still reads the standard groups, so clean-up waits — the migrator looks again and again
 // and deletes nothing — until it is gone; then the migration finishes.
 func TestCAPIReadersMoveWithSwitch(t *testing.T) {
+	t.Parallel()
 	const mds, machines = 1, 1
 	r := newRigSpec(t, "readers", mds, machines, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, false,
 		func(s *capipods.HostedClusterSpec) { s.Karpenter = true })
@@ -87,7 +88,7 @@ func TestCAPIReadersMoveWithSwitch(t *testing.T) {
 	waits := &waitCounter{}
 	r.start(func(o *controller.RunOptions) { o.OnWait = waits.hook })
 	const reason = "still run without the proxy"
-	testwait.For(t, 4*time.Minute, "clean-up to wait for the old HCCO pod 3 times", func() bool {
+	testwait.For(t, runWithin, "clean-up to wait for the old HCCO pod 3 times", func() bool {
 		return waits.count(r.key, plan.PhaseCleaningUp, reason) >= 3
 	})
 	if k := r.kinds(); slices.Contains(k, plan.DeleteOld) {
@@ -106,14 +107,14 @@ func TestCAPIReadersMoveWithSwitch(t *testing.T) {
 	}
 	patchFinalizer(t, hcco, false)
 	released = true
-	r.waitAnnotations("migrated once the old HCCO pod is gone", 3*time.Minute, migrated)
+	r.waitAnnotations("migrated once the old HCCO pod is gone", runWithin, migrated)
 	r.checkMigrated(expectedCounts(mds, machines, true), mds*machines)
 	r.checkRollout(true, []string{hcco.Name, karpenter.Name})
 	t.Logf("clean-up waited %d times for the old pod", waits.count(r.key, plan.PhaseCleaningUp, reason))
 }
 
-// unhealthyRun starts the migrator with short Switching and Resuming deadlines, calls fault once when the run
-// takes action kind, and waits until the run has rolled back; it returns the rollback's reason and why.
+// unhealthyRun starts the migrator with a short deadline for the phase action kind starts (Switching for a
+// Switch, Resuming otherwise), calls fault once when the run takes action kind, and waits until the run has rolled back; it returns the rollback's reason and why.
 func unhealthyRun(t *testing.T, r *rig, kind plan.Kind, fault func(), mutate func(*controller.RunOptions)) string {
 	t.Helper()
 	var once sync.Once
@@ -124,15 +125,22 @@ func unhealthyRun(t *testing.T, r *rig, kind plan.Kind, fault func(), mutate fun
 		}
 	}
 	r.mu.Unlock()
+	// The deadline of the phase the fault hits is short; the others stay generous (a loaded machine must not turn a
+	// slow switch into the rollback this test expects for another reason).
 	cfg := testConfig()
-	cfg.SwitchTimeout, cfg.ResumeTimeout = 25*time.Second, 25*time.Second
+	switch kind {
+	case plan.Switch:
+		cfg.SwitchTimeout = 25 * time.Second
+	default:
+		cfg.ResumeTimeout = 25 * time.Second
+	}
 	r.start(func(o *controller.RunOptions) {
 		o.Config = cfg
 		if mutate != nil {
 			mutate(o)
 		}
 	})
-	a := r.waitAnnotations("rolled back", 4*time.Minute, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
+	a := r.waitAnnotations("rolled back", runWithin, func(a map[string]string) bool { return a[plan.FailedAnnotation] != "" })
 	if a[plan.PrivateTypesAnnotation] == "true" || a[plan.ScopeAnnotation] != plan.ScopeLegacy {
 		t.Errorf("annotations after the rollback %v", a)
 	}
@@ -156,6 +164,7 @@ func unhealthyRun(t *testing.T, r *rig, kind plan.Kind, fault func(), mutate fun
 // TestHealthRestartsRollBack: a proxied CAPI manager crashes once the private Cluster is unpaused (its container
 // restarts): Resuming never turns green, the run rolls back at its deadline and never commits.
 func TestHealthRestartsRollBack(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, "restarts", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	why := unhealthyRun(t, r, plan.UnpausePrivate, func() {
 		pods := harness.Player.Pods(types.NamespacedName{Namespace: r.hc.Namespace(), Name: capipods.RoleCAPI})
@@ -174,6 +183,7 @@ func TestHealthRestartsRollBack(t *testing.T) {
 // reporting): CAPI's conditions of the private Machine, and so of the private Cluster, turn False where the legacy
 // objects' were True; Resuming never turns green, the run rolls back at its deadline and never commits.
 func TestHealthMachineRollsBack(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, "nodedown", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	node := &corev1.Node{}
 	if err := harness.Client.Get(t.Context(), client.ObjectKey{Name: r.before[0].NodeName}, node); err != nil {
@@ -210,6 +220,7 @@ func TestHealthMachineRollsBack(t *testing.T) {
 // client): Switching never ends, the run rolls back at the switch deadline, before the private Cluster is ever
 // unpaused.
 func TestProxyReadFailureRollsBack(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, "proxyread", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
 	pc, err := controller.ProxyClient(env.TokenConfig(env.AdminToken), nil)
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 // HostedCluster, and both had their chance: their scope predicates saw it and turned it away) → commit (the
 // default operator takes it, through the proxy).
 func TestClassifierAndScopes(t *testing.T) {
+	t.Parallel()
 	const mds, machines = 1, 1
 	r := newRigWith(t, "epsilon", mds, machines, nil, true) // unclassified; the private operator not started yet
 	ctx := t.Context()
@@ -79,7 +80,7 @@ func TestClassifierAndScopes(t *testing.T) {
 	testwait.For(t, time.Minute, "the private operator to reconcile the new HostedCluster", func() bool {
 		return harness.Reconciles.Count(privateOp, bornKey) > 0
 	})
-	r.waitAnnotations("migrated", 5*time.Minute, migrated)
+	r.waitAnnotations("migrated", runWithin, migrated)
 	testwait.For(t, time.Minute, "the private operator to reconcile the migrated HostedCluster", func() bool {
 		return harness.Reconciles.Count(privateOp, r.key) > 0
 	})
