@@ -75,6 +75,7 @@ func tombstonesOf(t testing.TB, ns, id string) []corev1.ConfigMap {
 // spec is a 422 problem. A keyed DELETE is answered 204 again when replayed after the cluster is gone; another key,
 // no key, or an id this SP never had is a 404; and a late replay of the create does not bring the cluster back.
 func TestIdempotencyKeyAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	const ns = "shared"
 	cfg := testConfig(ns)
 	cfg.ProviderName = "sp-idem"
@@ -189,6 +190,7 @@ func TestIdempotencyKeyAcrossReplicas(t *testing.T) {
 //     gap); with the one-line change that sends ?id= on create, DCM's id is the cluster's and the delete works;
 //   - a keyed delete replayed after the cluster is gone is acknowledged again.
 func TestAgentCreateReplayDelete(t *testing.T) {
+	t.Parallel()
 	const ns = "shared"
 	px, err := faultproxy.Start(testHub.Config)
 	if err != nil {

@@ -17,6 +17,7 @@ var spWords = manifesttest.Words("job", "pod", "check", "informational", "code",
 // them, and every metric name they use must be registered by an SP that runs every optional part (status events,
 // registration, TLS, the HTTP API). Each alert also has a severity, a summary and its section in docs/operations.md.
 func TestAlertRulesUseExportedMetrics(t *testing.T) {
+	t.Parallel()
 	rules := manifesttest.AlertRules(manifesttest.Render(t, "deploy"))
 	if len(rules) < 10 {
 		t.Fatalf("%d alert rules rendered from deploy/", len(rules))

@@ -33,6 +33,7 @@ import (
 // that the simulated operator takes to READY; GET then exposes the endpoint, console URL and a kubeconfig equal to the
 // operator's Secret.
 func TestDesignExamplesReachReady(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	examples := map[string]string{"kubevirt": readExample(t, "design-kubevirt.json"), "baremetal": readExample(t, "design-baremetal.json")}
 	for platform, body := range examples {
@@ -105,6 +106,7 @@ func TestDesignExamplesReachReady(t *testing.T) {
 // DCM retries POSTs: the same id and spec answers 200 with the existing cluster; a different spec under that id
 // or the same name under another id is a 409 that leaves the existing cluster untouched.
 func TestCreateIdempotency(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	name := uniqueName("idem")
 	id := "inst-" + name
@@ -136,6 +138,7 @@ func TestCreateIdempotency(t *testing.T) {
 
 // Concurrent identical creates: exactly one cluster, the others get 200 or 409, never a 5xx.
 func TestConcurrentCreates(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	name := uniqueName("race")
 	id := "inst-" + name
@@ -165,13 +168,14 @@ func TestConcurrentCreates(t *testing.T) {
 
 // DELETE answers 204, the cluster is DELETING, then gone; nothing the SP created is left on the hub.
 func TestDeleteLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	for _, platform := range []string{"kubevirt", "baremetal"} {
 		t.Run(platform, func(t *testing.T) {
 			name := uniqueName("del-" + platform[:2])
 			body := kubevirtBody(name, 2)
 			if platform == "baremetal" {
-				body = fmt.Sprintf(`{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":"datacenter-1"}}}}}`, name)
+				body = baremetalBody(name, agentPool(t, 2), 2)
 			}
 			code, c, raw := sp.create(t, "", body)
 			if code != http.StatusCreated {
@@ -265,7 +269,7 @@ func leftoversIn(t testing.TB, ns, id, name string) []string {
 func reservedAgents(t testing.TB, id string) []string {
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(hubapi.AgentGVK.GroupVersion().WithKind("AgentList"))
-	if err := testHub.Client.List(context.Background(), &list, client.InNamespace("hardware-inventory"), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
+	if err := testHub.Client.List(context.Background(), &list, client.InNamespace(agentNamespace), client.MatchingLabels{meta.LabelInstanceID: id}); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
@@ -290,6 +294,7 @@ func mustJSON(t testing.TB, v any) string {
 
 // A deleted cluster's name can be used again (ACM's namespace for it is gone once the deletion completes).
 func TestNameReusableAfterDelete(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	name := uniqueName("again")
 	code, c, raw := sp.create(t, "", kubevirtBody(name, 1))

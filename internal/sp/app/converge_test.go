@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/faultproxy"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
@@ -44,55 +45,71 @@ func holdLease(t *testing.T, cfg config.Config) (release func()) {
 	}
 }
 
-// childrenOf checks the converged state of a cluster: its Secrets and NodePool exist and are owned by the
-// HostedCluster, its ManagedCluster exists, all labelled with the provider.
+// childrenOf waits until a cluster is converged: its Secrets and NodePool exist and are owned by the
+// HostedCluster, its ManagedCluster exists, all labelled with the provider. The reconciler converges asynchronously
+// (a READY cluster may still lack a Secret it recreates), so this waits for the state rather than reading it once.
 func childrenOf(t *testing.T, ns, id, name, provider string, secrets int) {
 	t.Helper()
+	var last error
+	if !testwait.Poll(60*time.Second, func() bool { last = childrenErr(ns, id, name, provider, secrets); return last == nil }) {
+		t.Fatalf("cluster %s not converged within 60s: %v", id, last)
+	}
+}
+
+// childrenErr says what is missing or wrong in a cluster's converged state (nil: nothing).
+func childrenErr(ns, id, name, provider string, secrets int) error {
 	ctx := context.Background()
 	var hc hyperv1.HostedCluster
 	if err := testHub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &hc); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	owned := func(kind string, o client.Object) {
+	owned := func(kind string, o client.Object) error {
 		if o.GetLabels()[meta.LabelProvider] != provider || meta.InstanceID(o.GetLabels()) != id {
-			t.Fatalf("%s %s labels %v", kind, o.GetName(), o.GetLabels())
+			return fmt.Errorf("%s %s labels %v", kind, o.GetName(), o.GetLabels())
 		}
 		for _, r := range o.GetOwnerReferences() {
 			if r.UID == hc.UID && r.Kind == "HostedCluster" {
-				return
+				return nil
 			}
 		}
-		t.Fatalf("%s %s is not owned by HostedCluster %s: %v", kind, o.GetName(), name, o.GetOwnerReferences())
+		return fmt.Errorf("%s %s is not owned by HostedCluster %s: %v", kind, o.GetName(), name, o.GetOwnerReferences())
 	}
 	var np hyperv1.NodePool
 	if err := testHub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &np); err != nil {
-		t.Fatalf("NodePool: %v", err)
+		return fmt.Errorf("NodePool: %w", err)
 	}
-	owned("NodePool", &np)
+	if err := owned("NodePool", &np); err != nil {
+		return err
+	}
 	var lock corev1.ConfigMap
 	if err := testHub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.InstanceLockName(provider, id)}, &lock); err != nil {
-		t.Fatalf("instance lock: %v", err)
+		return fmt.Errorf("instance lock: %w", err)
 	}
-	owned("ConfigMap", &lock)
+	if err := owned("ConfigMap", &lock); err != nil {
+		return err
+	}
 	var list corev1.SecretList
 	if err := testHub.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{meta.LabelInstanceID: id, meta.LabelManagedBy: meta.ManagedByValue}); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	mine := 0
+	var mine []string
 	for i := range list.Items {
 		if list.Items[i].Name == hub.AdminKubeconfigName(name) {
 			continue // the operator's
 		}
-		owned("Secret", &list.Items[i])
-		mine++
+		if err := owned("Secret", &list.Items[i]); err != nil {
+			return err
+		}
+		mine = append(mine, list.Items[i].Name)
 	}
-	if mine != secrets {
-		t.Fatalf("%d SP Secrets, want %d", mine, secrets)
+	if len(mine) != secrets {
+		return fmt.Errorf("SP Secrets %v, want %d", mine, secrets)
 	}
 	var mc clusterv1.ManagedCluster
 	if err := testHub.Client.Get(ctx, client.ObjectKey{Name: name}, &mc); err != nil || meta.InstanceID(mc.Labels) != id {
-		t.Fatalf("ManagedCluster: %v %v", err, mc.Labels)
+		return fmt.Errorf("ManagedCluster: %v %v", err, mc.Labels)
 	}
+	return nil
 }
 
 // A create interrupted after each of its writes to the hub — the SP process gone at that point, as the hub sees it:
@@ -101,6 +118,7 @@ func childrenOf(t *testing.T, ns, id, name, provider string, secrets int) {
 // 200 with it. Interrupted after its first write, the instance lock, there is no cluster yet: DCM's retry creates
 // it (201), since the lock carries the same spec.
 func TestCreateInterruptedAfterEachWriteConverges(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		platform string
 		writes   int // writes of one create: lock, HostedCluster, lock owner, pull secret, etcd key, NodePool, ManagedCluster (+ 2 Agents)
@@ -112,6 +130,7 @@ func TestCreateInterruptedAfterEachWriteConverges(t *testing.T) {
 	for _, c := range cases {
 		for k := 1; k < c.writes; k++ {
 			t.Run(fmt.Sprintf("%s after write %d of %d", c.platform, k, c.writes), func(t *testing.T) {
+				t.Parallel()
 				const ns = "faults"
 				cfg := testConfig(ns)
 				cfg.ProviderName = fmt.Sprintf("sp-cut-%s-%d", c.platform[:2], k)
@@ -128,7 +147,7 @@ func TestCreateInterruptedAfterEachWriteConverges(t *testing.T) {
 				id := "inst-" + name
 				body := kubevirtBody(name, 2)
 				if c.platform == "baremetal" {
-					body = fmt.Sprintf(`{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":"datacenter-1"}}}}}`, name)
+					body = baremetalBody(name, agentPool(t, 2), 2)
 				}
 				before := px.Writes()
 				px.SetRule(faultproxy.CutAfterWrites(k, nil))
@@ -180,6 +199,7 @@ func deleteAndWait(t *testing.T, sp *testSP, ns, id, name string) {
 
 // A NodePool deleted by hand comes back (the stored spec is the desired state), and the cluster returns to READY.
 func TestNodePoolDeletedByHandComesBack(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	name := uniqueName("np")
 	id := "inst-" + name
@@ -208,6 +228,7 @@ func TestNodePoolDeletedByHandComesBack(t *testing.T) {
 // An operator deleting the HostedCluster with kubectl (not through the API) leads to DELETED and no orphans: the
 // ManagedCluster, the KlusterletAddonConfig and the Secrets all go.
 func TestHostedClusterDeletedWithKubectl(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	name := uniqueName("kdel")
 	id := "inst-" + name
@@ -229,6 +250,7 @@ func TestHostedClusterDeletedWithKubectl(t *testing.T) {
 // An older HyperShift operator creates the admin-kubeconfig Secret without the HostedCluster's labels: the SP
 // finds it by the name the HostedCluster gives and serves it.
 func TestKubeconfigFromAnUnlabelledSecret(t *testing.T) {
+	t.Parallel()
 	sp := startSP(t, testConfig("oldop"), Options{})
 	name := uniqueName("old")
 	id := "inst-" + name
@@ -252,6 +274,7 @@ func TestKubeconfigFromAnUnlabelledSecret(t *testing.T) {
 // Two SPs with different provider names in one namespace: each sees, serves, reconciles and sweeps only its own
 // clusters.
 func TestTwoProvidersShareANamespace(t *testing.T) {
+	t.Parallel()
 	const ns = "shared"
 	a := startSP(t, func() config.Config { c := testConfig(ns); c.ProviderName = "provider-a"; return c }(), Options{})
 	b := startSP(t, func() config.Config { c := testConfig(ns); c.ProviderName = "provider-b"; return c }(), Options{})
@@ -297,6 +320,7 @@ func TestTwoProvidersShareANamespace(t *testing.T) {
 // Objects created before the provider label existed are adopted: the reconciler labels them with its provider
 // (and gives the children their ownerReferences).
 func TestUnlabelledObjectsAreAdopted(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	name := uniqueName("adopt")
 	id := "inst-" + name
@@ -339,6 +363,7 @@ func TestUnlabelledObjectsAreAdopted(t *testing.T) {
 // the instance lock of a create that died before its HostedCluster, an unowned Secret, a ManagedCluster — and
 // leaves a live cluster's lock alone.
 func TestOrphanSweep(t *testing.T) {
+	t.Parallel()
 	const ns = "shared"
 	cfg := testConfig(ns)
 	cfg.ProviderName = "sp-sweep"

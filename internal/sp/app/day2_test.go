@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/simulator"
-	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/sphub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
@@ -49,13 +47,18 @@ func (sp *testSP) patch(t testing.TB, id, body, ifMatch string) (int, http.Heade
 // day2Platforms are the platforms every day-2 operation is tested on, with the 4.17 create body of each.
 var day2Platforms = []struct{ name, body string }{{"kubevirt", kubevirt417}, {"baremetal", baremetal417}}
 
-// readyCluster creates a cluster and waits until it is READY.
+// readyCluster creates a cluster from body, a format of its name (%[1]q) and, bare metal, of its Agents' location
+// label (%[2]q), and waits until it is READY. A bare-metal cluster gets a pool of four Agents of its own (what a
+// scale to four workers needs).
 func readyCluster(t *testing.T, sp *testSP, prefix, body string) (id, name string) {
 	t.Helper()
-	day2Agents(t)
 	name = uniqueName(prefix)
 	id = "inst-" + name
-	if code, _, raw := sp.create(t, id, fmt.Sprintf(body, name)); code != http.StatusCreated {
+	pool := ""
+	if strings.Contains(body, "agent_labels") {
+		pool = agentPool(t, 4)
+	}
+	if code, _, raw := sp.create(t, id, fmt.Sprintf(body, name, pool)); code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, raw)
 	}
 	sp.waitStatus(t, id, "READY", 60*time.Second)
@@ -63,26 +66,9 @@ func readyCluster(t *testing.T, sp *testSP, prefix, body string) (id, name strin
 }
 
 const (
-	kubevirt417 = `{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":4,"memory":"16GB","storage":"120GB"}},"provider_hints":{"acm":{"platform":"kubevirt"}}}}`
-	// baremetal417 selects Agents of its own (day2Agents): the seeded ones are shared by the whole package.
-	baremetal417 = `{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":"day2-lab"}}}}}`
+	kubevirt417  = `{"spec":{"version":"4.17","metadata":{"name":%[1]q},"nodes":{"workers":{"count":2,"cpu":4,"memory":"16GB","storage":"120GB"}},"provider_hints":{"acm":{"platform":"kubevirt"}}}}`
+	baremetal417 = `{"spec":{"version":"4.17","metadata":{"name":%[1]q},"nodes":{"workers":{"count":2,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":%[2]q}}}}}`
 )
-
-var day2AgentsOnce sync.Once
-
-// day2Agents adds eight discovered, approved Agents labelled location=day2-lab to the hub's inventory.
-func day2Agents(t *testing.T) {
-	t.Helper()
-	day2AgentsOnce.Do(func() {
-		for i := 1; i <= 8; i++ {
-			a := sphub.AgentSpec{Name: fmt.Sprintf("day2-%02d", i), Namespace: "hardware-inventory", InfraEnv: "production-infraenv",
-				Labels: map[string]string{"location": "day2-lab"}, Approved: true, Role: "auto-assign", Validated: true, CPUs: 16, MemoryGiB: 64, DiskGiB: 480}
-			if err := sphub.CreateAgent(context.Background(), testHub.Client, a); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
-}
 
 // follow samples the cluster's status on every poll until it is READY or FAILED again after the operation began,
 // checking invariants on the hub objects at every sample; it returns the sequence of statuses (repeats folded).
@@ -130,6 +116,7 @@ func propertyReadyUpdatingReady(t *testing.T, seq []string) {
 // release is never patched before the control plane completed at the target), READY UPDATING+ READY, the new
 // openshift_version, kubeconfig kept during UPDATING.
 func TestDay2Upgrade(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	for _, platform := range day2Platforms {
 		t.Run(platform.name, func(t *testing.T) {
@@ -168,6 +155,7 @@ func TestDay2Upgrade(t *testing.T) {
 
 // Progress messages name the phase: the control plane, then the workers.
 func TestDay2UpgradeMessages(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	id, name := readyCluster(t, sp, "upmsg", kubevirt417)
 	// The release the cluster runs, spelled out: stored, nothing starts.
@@ -193,6 +181,7 @@ func TestDay2UpgradeMessages(t *testing.T) {
 // Scale 2 → 4 → 1 on KubeVirt and BareMetal: UPDATING with "Scaling workers" then READY with the new count; on
 // BareMetal the extra Agents are reserved before the answer and the surplus released after the scale-down.
 func TestDay2Scale(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	for _, platform := range day2Platforms {
 		t.Run(platform.name, func(t *testing.T) {
@@ -230,6 +219,7 @@ func reserved(t *testing.T, id string) int { return len(reservedAgents(t, id)) }
 
 // Resize on KubeVirt: the NodePool's template changes and every worker is replaced; READY at the end.
 func TestDay2Resize(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	id, name := readyCluster(t, sp, "rs", kubevirt417)
 	code, _, c, raw := sp.patch(t, id, `{"spec":{"nodes":{"workers":{"memory":"32GB"}}}}`, "")
@@ -249,6 +239,7 @@ func TestDay2Resize(t *testing.T) {
 
 // The refusals: each rule with its status code, problem type and field; a replay is a no-op.
 func TestDay2Refusals(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	id, name := readyCluster(t, sp, "ref", kubevirt417)
 	// An empty patch changes nothing: 200 with the cluster and its ETag.
@@ -337,6 +328,7 @@ func TestDay2Refusals(t *testing.T) {
 
 // 409 FAILED_PRECONDITION: never completed, being deleted.
 func TestDay2Preconditions(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	name := uniqueName("pre")
 	id := "inst-" + name
@@ -363,6 +355,7 @@ func TestDay2Preconditions(t *testing.T) {
 // An upgrade blocked by ClusterVersionUpgradeable=False ends FAILED with the CVO's reason; a stuck NodePool ends
 // FAILED at the deadline with the operator's last message.
 func TestDay2Failures(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig("faults")
 	cfg.ProviderName = "sp-day2-faults"
 	cfg.OperationTimeoutKubevirt = 6 * time.Second
@@ -411,6 +404,7 @@ func TestDay2Failures(t *testing.T) {
 // The SP killed in the middle of an upgrade: the next one resumes from the record on the HostedCluster. While no
 // SP runs, the control plane completes and the NodePool is not touched; the new SP patches it and finishes.
 func TestDay2ResumeAfterRestart(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig("leader")
 	cfg.ProviderName = "sp-day2-resume"
 	sp := launchSP(t, cfg, Options{})
@@ -458,6 +452,7 @@ func TestDay2ResumeAfterRestart(t *testing.T) {
 // Status events follow an operation: READY, then UPDATING (published as DCM's PROGRESSING when so configured) with
 // its progress, then READY with the new worker count.
 func TestDay2Events(t *testing.T) {
+	t.Parallel()
 	cfg := eventsConfig("events", "sp-day2-events", testHub.NATSURL)
 	cfg.UpdatingStatus = "PROGRESSING"
 	sp := startSP(t, cfg, Options{})
@@ -486,6 +481,7 @@ func TestDay2Events(t *testing.T) {
 // Autoscaling on and off: the NodePool gets autoScaling{min,max} without replicas (one merge patch), the cluster is
 // READY within the bounds; bare metal reserves max Agents before answering; off again sets a count.
 func TestDay2Autoscaling(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	for _, platform := range day2Platforms {
 		t.Run(platform.name, func(t *testing.T) {

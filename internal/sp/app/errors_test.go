@@ -28,6 +28,7 @@ import (
 
 // Every error class answers with an RFC 7807 problem+json body naming the cause.
 func TestErrorClasses(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	base := sp.URL + "/api/v1alpha1/clusters"
 	ok := kubevirtBody(uniqueName("err"), 1)
@@ -98,6 +99,7 @@ func sized(key, value string) string {
 // A rendered object the hub refuses as Invalid — here by a platform team's ValidatingAdmissionPolicy — is a 422
 // carrying the hub's reason, not a 500, and leaves nothing behind.
 func TestHubRejectionIs422(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	ctx := context.Background()
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -151,10 +153,11 @@ func TestHubRejectionIs422(t *testing.T) {
 
 // Metric labels come from fixed sets: an invented HTTP method is "other", an unknown path "unmatched".
 func TestMetricLabelsBounded(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	for _, m := range []string{"BREW", "PROPFIND-" + uniqueName("x")} {
 		req, _ := http.NewRequest(m, sp.URL+"/api/v1alpha1/"+uniqueName("nowhere"), nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testHTTP.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,6 +183,7 @@ func TestMetricLabelsBounded(t *testing.T) {
 
 // A page size above 100 is clamped, not refused.
 func TestPageSizeClamped(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	resp, err := sp.Client.ListClustersWithResponse(context.Background(), &api.ListClustersParams{MaxPageSize: ptr.To[int32](1000)})
 	if err != nil || resp.StatusCode() != http.StatusOK {
@@ -189,6 +193,7 @@ func TestPageSizeClamped(t *testing.T) {
 
 // Fields that belong to the resource (status, id, kubeconfig…) are ignored when a client sends them back.
 func TestReadOnlyFieldsIgnored(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	name := uniqueName("ro")
 	body := fmt.Sprintf(`{"spec":{"version":"1.30","metadata":{"name":%q},"status":"READY","id":"forged","kubeconfig":"Zm9yZ2Vk","api_endpoint":"https://evil"}}`, name)
@@ -201,6 +206,7 @@ func TestReadOnlyFieldsIgnored(t *testing.T) {
 // A failure after the first object exists rolls back everything this request created: here a NodePool of the
 // same name, made by someone else, collides after the Secrets and the HostedCluster were created.
 func TestCreateRollsBack(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	name := uniqueName("rb")
 	squatter := &hyperv1.NodePool{
@@ -227,6 +233,7 @@ func TestCreateRollsBack(t *testing.T) {
 // other than the first one reserved is refused (403, as RBAC or an admission webhook would), and the answer is an
 // error with nothing of the instance left — no object, and no Agent still labelled for it.
 func TestCreateBareMetalRollsBackItsAgents(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig("faults")
 	cfg.ProviderName = "sp-bm-rollback"
 	px, err := faultproxy.Start(testHub.Config)
@@ -253,7 +260,7 @@ func TestCreateBareMetalRollsBackItsAgents(t *testing.T) {
 	sp := startSP(t, cfg, Options{RestConfig: px.Config()})
 	name := uniqueName("bmrb")
 	id := "inst-" + name
-	body := fmt.Sprintf(`{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":2,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":"datacenter-1"}}}}}`, name)
+	body := baremetalBody(name, agentPool(t, 2), 2)
 	code, _, raw := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters?id="+id, "application/json", []byte(body))
 	if code < 400 {
 		t.Fatalf("a create whose second Agent reservation was refused: %d %s", code, raw)
@@ -268,7 +275,9 @@ func TestCreateBareMetalRollsBackItsAgents(t *testing.T) {
 
 // A platform that is not enabled on this SP is a 422 naming what is supported.
 func TestPlatformNotEnabled(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig("restricted")
+	cfg.ProviderName = "sp-kubevirt-only"
 	cfg.EnabledPlatforms = []string{string(clusters.KubeVirt)}
 	sp := startSP(t, cfg, Options{})
 	body := `{"version":"1.30","metadata":{"name":"bm-off"},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv"}}}`
@@ -279,6 +288,7 @@ func TestPlatformNotEnabled(t *testing.T) {
 // An unexpected failure is a 500 whose body says nothing about the internals (here: the configured pull secret
 // Secret does not exist, and its name must not leak).
 func TestInternalErrorNotLeaked(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig("restricted")
 	cfg.PullSecretFile, cfg.PullSecretName = "", "secret-that-does-not-exist"
 	cfg.ProviderName = "sp-internal"
@@ -297,6 +307,7 @@ func TestInternalErrorNotLeaked(t *testing.T) {
 
 // Before the caches have synced, the API answers 503 (not 500, not an empty list).
 func TestUnavailableBeforeSync(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig("restricted")
 	cfg.ProviderName = "sp-unsynced"
 	a, err := New(&cfg, Options{RestConfig: testHub.Config, Log: testLogger()})
@@ -320,6 +331,7 @@ func TestUnavailableBeforeSync(t *testing.T) {
 
 // An SP started while its hub is unreachable comes up: it is alive, not ready, and its health says why.
 func TestStartsWithoutHub(t *testing.T) {
+	t.Parallel()
 	const dead = "127.0.0.1:1" // a privileged port nothing here listens on: connections are refused
 	cfg := testConfig("restricted")
 	cfg.ProviderName = "sp-nohub"

@@ -103,6 +103,7 @@ func failMode(t testing.TB, namespace, name, mode string) {
 // A cluster's events arrive in order PENDING → PROVISIONING → READY, and DELETE yields DELETING then DELETED;
 // each is a CloudEvent with the instance id in its data, parsed by the SDK from a plain JetStream consumer.
 func TestStatusEventsLifecycle(t *testing.T) {
+	t.Parallel()
 	sp := startSP(t, eventsConfig("events", "sp-events", testHub.NATSURL), Options{})
 	name := uniqueName("ev")
 	id := "inst-" + name
@@ -133,12 +134,15 @@ func TestStatusEventsLifecycle(t *testing.T) {
 
 // Simulator failure modes surface as FAILED (with the condition's message) and UNAVAILABLE.
 func TestStatusEventsFailures(t *testing.T) {
+	t.Parallel()
 	sp := startSP(t, eventsConfig("events", "sp-events-fail", testHub.NATSURL), Options{})
+	// after: the failure is injected once the SP published this status (the simulated operator's clock runs
+	// whether or not the SP looked: injected at once, a short READY could pass unseen on a loaded machine).
 	cases := []struct {
-		mode, want, msgPrefix string
+		mode, after, want, msgPrefix string
 	}{
-		{simulator.FailInvalidRelease, "FAILED", "ValidReleaseImage: failed to pull release image"},
-		{simulator.FailUnavailableAfterReady, "UNAVAILABLE", "Control plane unavailable:"},
+		{simulator.FailInvalidRelease, "", "FAILED", "ValidReleaseImage: failed to pull release image"},
+		{simulator.FailUnavailableAfterReady, "READY", "UNAVAILABLE", "Control plane unavailable:"},
 	}
 	for _, c := range cases {
 		t.Run(c.mode, func(t *testing.T) {
@@ -148,6 +152,9 @@ func TestStatusEventsFailures(t *testing.T) {
 			stream := watchEvents(t, testHub.NATSURL, "sp-events-fail", id)
 			if code, _, raw := sp.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
 				t.Fatalf("%d %s", code, raw)
+			}
+			if c.after != "" {
+				stream.until(c.after, 30*time.Second)
 			}
 			failMode(t, "events", name, c.mode)
 			seq, d := stream.until(c.want, 30*time.Second)
@@ -163,6 +170,7 @@ func TestStatusEventsFailures(t *testing.T) {
 
 // A NATS outage during transitions ends with every cluster's latest status delivered.
 func TestStatusEventsSurviveNATSOutage(t *testing.T) {
+	t.Parallel()
 	// The SP dials a forwarder that keeps the server's address while the server goes away and comes back.
 	fwd, err := faultproxy.NewTCP("")
 	if err != nil {
@@ -223,6 +231,7 @@ func TestStatusEventsSurviveNATSOutage(t *testing.T) {
 // by the SP's finalizer — while the events check says why; once a stream exists, DELETED is stored and the
 // HostedCluster goes. (The publisher once fell back to core NATS, counted DELETED delivered and let it go.)
 func TestDeletedHeldWithoutStream(t *testing.T) {
+	t.Parallel()
 	srv, err := sphub.StartNATSWith(context.Background(), sphub.NATSOptions{StoreDir: t.TempDir(), NoStream: true})
 	if err != nil {
 		t.Fatal(err)
@@ -285,6 +294,7 @@ func TestDeletedHeldWithoutStream(t *testing.T) {
 // The SP is down while a cluster's HostedCluster is being deleted; started again, it still delivers DELETED
 // (its finalizer kept the HostedCluster until then) and cleans up.
 func TestDeletedDeliveredAfterRestart(t *testing.T) {
+	t.Parallel()
 	cfg := eventsConfig("faults", "sp-restart", testHub.NATSURL)
 	first := launchSP(t, cfg, Options{})
 	name := uniqueName("rst")
@@ -319,6 +329,7 @@ func TestDeletedDeliveredAfterRestart(t *testing.T) {
 
 // Two replicas: both serve the API, only the leader publishes; when the leader stops the other takes over.
 func TestOnlyTheLeaderPublishes(t *testing.T) {
+	t.Parallel()
 	cfg := eventsConfig("leader", "sp-leader", testHub.NATSURL)
 	a := launchSP(t, cfg, Options{})
 	defer a.stop()

@@ -12,13 +12,17 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/simulator"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/sphub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/config"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/client"
 )
@@ -72,6 +76,9 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// agentNamespace holds the hub's InfraEnv and Agents (the seeded ones and the tests' pools).
+const agentNamespace = "hardware-inventory"
+
 // pullSecretFile holds a syntactically valid dockerconfigjson for the local hub (written in TestMain).
 var pullSecretFile string
 
@@ -80,7 +87,7 @@ var pullSecretFile string
 func testConfig(namespace string) config.Config {
 	cfg := config.Defaults()
 	cfg.Namespace = namespace
-	cfg.AgentNamespace = "hardware-inventory"
+	cfg.AgentNamespace = agentNamespace
 	cfg.ListenAddress = "127.0.0.1:0"
 	cfg.PullSecretFile = pullSecretFile
 	cfg.Auth = config.AuthNone
@@ -89,6 +96,10 @@ func testConfig(namespace string) config.Config {
 	cfg.ResyncPeriod = time.Minute
 	return cfg
 }
+
+// testHTTP is the tests' client: an SP that stops answering fails the request, naming it, long before the
+// package's timeout would end the run without saying what it waited for.
+var testHTTP = &http.Client{Timeout: 2 * time.Minute}
 
 // testSP is one running SP.
 type testSP struct {
@@ -143,13 +154,13 @@ func launchSPUntil(t testing.TB, cfg config.Config, o Options, abort func() bool
 	go func() { done <- a.Run(ctx) }()
 	var once sync.Once
 	sp := &testSP{App: a, URL: "http://" + a.Addr(), stop: func() { once.Do(func() { cancel(); <-done }) }}
-	probe := http.DefaultClient
+	probe := &http.Client{Timeout: 5 * time.Second}
 	if cfg.TLS() {
 		// The readiness probe only: tests that use TLS verify the certificate themselves.
 		sp.URL = "https://" + a.Addr()
-		probe = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // probe only
+		probe = &http.Client{Timeout: probe.Timeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // probe only
 	}
-	sp.Client, err = client.NewClientWithResponses(sp.URL)
+	sp.Client, err = client.NewClientWithResponses(sp.URL, client.WithHTTPClient(testHTTP))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +206,7 @@ func do(t testing.TB, method, url, contentType string, body []byte) (int, http.H
 // send sends a prepared request and returns status, headers and body.
 func send(t testing.TB, req *http.Request) (int, http.Header, []byte) {
 	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testHTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,9 +291,41 @@ func assertProblem(t testing.TB, code int, header http.Header, body []byte, want
 	return p
 }
 
-// uniqueName returns a cluster name unique on the hub.
+var names atomic.Int64
+
+// uniqueName returns a cluster name unique on the hub (the package's tests run in parallel on one hub).
 func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%100_000_000)
+	return fmt.Sprintf("%s-%d", prefix, names.Add(1))
+}
+
+// agentPool adds n discovered, approved Agents (16 cores, 64 GiB, 480 GiB) labelled location=<a pool of their
+// own> to the hub's inventory for one test, removes them when it ends, and returns the pool's label value. The
+// seeded Agents (location=datacenter-1) are shared by the whole package: a test that reserves Agents while others
+// run in parallel brings its own.
+func agentPool(t testing.TB, n int) string {
+	t.Helper()
+	pool := uniqueName("pool")
+	for i := 1; i <= n; i++ {
+		a := sphub.AgentSpec{Name: fmt.Sprintf("%s-%02d", pool, i), Namespace: agentNamespace, InfraEnv: "production-infraenv",
+			Labels: map[string]string{"location": pool}, Approved: true, Role: "auto-assign", Validated: true, CPUs: 16, MemoryGiB: 64, DiskGiB: 480}
+		if err := sphub.CreateAgent(context.Background(), testHub.Client, a); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(hubapi.AgentGVK)
+			u.SetNamespace(agentNamespace)
+			u.SetName(a.Name)
+			_ = testHub.Client.Delete(context.Background(), u)
+		})
+	}
+	return pool
+}
+
+// baremetalBody is a DCM-form create body of a 4.17 bare-metal cluster with workers 8-core workers on the Agents
+// labelled location=pool.
+func baremetalBody(name, pool string, workers int) string {
+	return fmt.Sprintf(`{"spec":{"version":"4.17","metadata":{"name":%q},"nodes":{"workers":{"count":%d,"cpu":8}},"provider_hints":{"acm":{"platform":"baremetal","base_domain":"example.com","infra_env":"production-infraenv","agent_labels":{"location":%q}}}}}`, name, workers, pool)
 }
 
 // kubevirtBody is a small DCM-form create body.

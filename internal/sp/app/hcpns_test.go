@@ -44,6 +44,7 @@ func otherTeamsHostedCluster(t *testing.T, namespace, name string) {
 // clusters-x share clusters-x-bar, and deleting one takes the other's control plane down. A name whose control plane
 // namespace is not the cluster's own is refused (409) at create, on day-2 changes and by the reconciler.
 func TestControlPlaneNamespaceCollisions(t *testing.T) {
+	t.Parallel()
 	sp := shared(t)
 	ctx := context.Background()
 
@@ -71,8 +72,10 @@ func TestControlPlaneNamespaceCollisions(t *testing.T) {
 // The same rule after the cluster exists: another team's HostedCluster appears whose control plane namespace is
 // ours. Day-2 changes are refused, the reconciler recreates nothing, and a deletion keeps the shared namespace.
 func TestControlPlaneNamespaceTakenLater(t *testing.T) {
+	t.Parallel()
 	logs := &testlog.Buffer{}
 	cfg := testConfig("restricted")
+	cfg.ProviderName = "sp-cpns-later"
 	sp := startSP(t, cfg, Options{Log: slog.New(slog.NewTextHandler(logs, nil))})
 	ctx := context.Background()
 	suffix := uniqueName("bar")

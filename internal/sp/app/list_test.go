@@ -69,6 +69,7 @@ func listAll(t testing.TB, sp *testSP, pageSize int32, between func(page int)) [
 // LIST pages through 250 clusters with max_page_size 7 without loss or duplicates, in (create_time, id) order —
 // also while clusters are created and deleted between pages.
 func TestListPagination(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig("pages")
 	sp := startSP(t, cfg, Options{})
 	ids := createMany(t, sp, "pg", 250)

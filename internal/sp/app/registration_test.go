@@ -25,6 +25,7 @@ func advertised(p sphub.Provider, key string) string {
 
 // The SP registers with the registry what the hub offers, and re-registers when a ClusterImageSet for a new minor
 // appears (here OpenShift 4.21 → Kubernetes 1.34, from the built-in matrix: no override file).
+// Not parallel: it changes what the whole hub offers (a ClusterImageSet, the supported-versions ConfigMap).
 func TestRegistrationFollowsTheHub(t *testing.T) {
 	spm, err := sphub.StartRegistry("127.0.0.1:0")
 	if err != nil {
@@ -37,7 +38,12 @@ func TestRegistrationFollowsTheHub(t *testing.T) {
 	cfg.APIHost = "https://acm-sp.example.test:8443"
 	sp := startSP(t, cfg, Options{RegistrationBackoff: 50 * time.Millisecond, RegistrationMaxBackoff: time.Second})
 
-	waitFor(t, 20*time.Second, "registered", func() bool { _, ok := spm.Get("sp-registered"); return ok })
+	// The registrar may register before the hub's catalog is read (no versions yet) and registers again when it
+	// is: wait for the registration of the capabilities the hub offers.
+	waitFor(t, 20*time.Second, "registered with the hub's platforms and Kubernetes versions", func() bool {
+		p, ok := spm.Get("sp-registered")
+		return ok && advertised(p, "kubernetesSupportedVersions") != "" && advertised(p, "supportedPlatforms") != ""
+	})
 	p, _ := spm.Get("sp-registered")
 	if p.Endpoint != "https://acm-sp.example.test:8443/api/v1alpha1/clusters" || p.ServiceType != "cluster" || p.SchemaVersion != "v1alpha1" ||
 		advertised(p, "supportedPlatforms") != "baremetal,kubevirt" || advertised(p, "supportedProvisioningTypes") != "hypershift" ||
@@ -94,6 +100,7 @@ func TestRegistrationFollowsTheHub(t *testing.T) {
 // A registry that is down never blocks serving: the API answers, the SP is ready, and the registration check says
 // why it is not registered (informational: the SP stays healthy).
 func TestRegistryDownNeverBlocksTheAPI(t *testing.T) {
+	t.Parallel()
 	const dead = "127.0.0.1:1" // a privileged port nothing here listens on: connections are refused
 	cfg := testConfig("restricted")
 	cfg.ProviderName = "sp-unregistered"

@@ -38,6 +38,7 @@ func hostedClustersOf(t *testing.T, ns, id string) []string {
 // neither, becomes one HostedCluster: one request is created (201), the other is a conflict (409 with a problem
 // document). Without the hub-side instance lock both were created — two clusters for one id.
 func TestSameIDTwoNamesOnTwoReplicas(t *testing.T) {
+	t.Parallel()
 	const ns = "shared"
 	cfg := testConfig(ns)
 	cfg.ProviderName = "sp-race"
@@ -90,6 +91,7 @@ func TestSameIDTwoNamesOnTwoReplicas(t *testing.T) {
 // retry of a create that another replica made is answered 200 with the cluster, the same id with another name is
 // 409, another id with the cluster's name is 409; nothing new is created.
 func TestCreateOnALaggingReplica(t *testing.T) {
+	t.Parallel()
 	const ns = "shared"
 	cfg := testConfig(ns)
 	cfg.ProviderName = "sp-lag"

@@ -369,6 +369,7 @@ func TestAuthAnonymous(t *testing.T) {
 // The serving certificate replaced on disk (as cert-manager or the OpenShift service-CA rotate a mounted Secret) is
 // what the next handshakes get, without a restart.
 func TestServingCertificateReload(t *testing.T) {
+	t.Parallel()
 	ca := testpki.NewCA(t, "rotating-ca")
 	first, second := ca.Serving(t, "first"), ca.Serving(t, "second")
 	dir := t.TempDir()
@@ -401,6 +402,7 @@ func TestServingCertificateReload(t *testing.T) {
 
 // While NATS is down, neither /health nor the logs show natsURL's password (or the URL at all, on health).
 func TestNATSPasswordNeverShown(t *testing.T) {
+	t.Parallel()
 	// A listener this test keeps open that is not NATS: every connection is closed at once.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 // DELETING → DELETED. No word of the seed's appears, nothing is FAILED, LIST speaks the same words, and the events
 // of a running cluster carry output_spec (its endpoints, never a kubeconfig).
 func TestDCM2026Vocabulary(t *testing.T) {
+	t.Parallel()
 	const ns, provider = "events", "sp-2026"
 	cfg := eventsConfig(ns, provider, testHub.NATSURL)
 	cfg.StatusVocabulary = config.VocabularyDCM2026
@@ -113,6 +114,7 @@ func checkNoSeedWords(t *testing.T, ev cloudevents.Event) {
 // than the health threshold, GET and LIST answer every cluster UNAVAILABLE from the cache, saying what was last
 // observed; once the hub answers again the cluster is ACTIVE again. The seed vocabulary is unaffected by it.
 func TestDCM2026HubLost(t *testing.T) {
+	t.Parallel()
 	const ns = "shared"
 	px, err := faultproxy.Start(testHub.Config)
 	if err != nil {
