@@ -280,18 +280,22 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 			}
 		}
 	}
-	if p.HCStatus != nil {
-		hc.Status = *p.HCStatus
-		if err := s.Client.Status().Update(ctx, hc); err != nil {
-			return err
-		}
-	}
+	// The NodePools' status before the HostedCluster's: a step that falls behind the timeline (a loaded machine)
+	// can decide the last worker's join and the rollout's completion at once, and HyperShift's rollout completes
+	// only after the workers are in (the console and ingress operators run on them), so the NodePool is Ready
+	// before the HostedCluster is Completed, never the other way round.
 	for _, np := range nps {
 		if st, ok := p.NPStatus[np.Name]; ok {
 			np.Status = st
 			if err := s.Client.Status().Update(ctx, np); err != nil {
 				return err
 			}
+		}
+	}
+	if p.HCStatus != nil {
+		hc.Status = *p.HCStatus
+		if err := s.Client.Status().Update(ctx, hc); err != nil {
+			return err
 		}
 	}
 	return s.playACM(ctx, hc, p.JoinACM)
