@@ -22,9 +22,15 @@ func For(t testing.TB, within time.Duration, what string, cond func() bool) {
 
 // Poll polls cond until it holds (true) or within passes (false).
 func Poll(within time.Duration, cond func() bool) bool {
+	return PollEvery(Interval, within, cond)
+}
+
+// PollEvery is Poll with its own interval, for a condition that is costly to read (a quorum read from the hub
+// that parallel tests repeat) and changes only every so often.
+func PollEvery(every, within time.Duration, cond func() bool) bool {
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
-	tick := time.NewTicker(Interval)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for !cond() {
 		select {

@@ -204,7 +204,9 @@ func (r *rig) annotations() map[string]string {
 func (r *rig) waitAnnotations(what string, within time.Duration, cond func(map[string]string) bool) map[string]string {
 	r.t.Helper()
 	var last map[string]string
-	if !testwait.Poll(within, func() bool { last = r.annotations(); return cond(last) }) {
+	// Every half second: the annotations change at most once a look (every second), and each read is a quorum
+	// read of the HostedCluster that the package's parallel tests would otherwise repeat ten times a second.
+	if !testwait.PollEvery(500*time.Millisecond, within, func() bool { last = r.annotations(); return cond(last) }) {
 		r.t.Fatalf("HostedCluster %s: %s not within %s; annotations %v; actions %v", r.key, what, within, last, r.kinds())
 	}
 	return last
