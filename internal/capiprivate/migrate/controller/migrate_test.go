@@ -435,6 +435,7 @@ func TestMigrateEndToEnd(t *testing.T) {
 		t.Errorf("actions %v, want %v", got, want)
 	}
 	r.checkMigrated(wantCounts, mds*machines)
+	r.checkInfrastructureRefs(capipods.KubeVirt, true) // the rig's platform; TestMigratePlatforms covers the others
 	// The switch was a rollout: every CAPI-dependent component runs new Pods with the sidecar.
 	r.checkRollout(true, legacyPods)
 	// managedFields came along, their apiVersions translated.
