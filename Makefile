@@ -14,7 +14,7 @@ export KUBEBUILDER_ASSETS := $(HUB_BIN)
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-unknown)
 LDFLAGS    := -s -w -X github.com/dcm-sp/acm-cluster-sp/internal/buildinfo.version=$(VERSION)
 GOTOOL     := go tool -modfile=tools/go.mod
-TEST_FLAGS ?= -race -timeout 40m
+TEST_FLAGS ?= -race -timeout 25m -parallel 6
 BIN        := bin/acm-cluster-sp
 DEV_BIN    := bin/acm-cluster-sp-dev
 CAPI_BIN   := bin/capi-private
@@ -46,9 +46,25 @@ run-capi: $(HUB_BIN)/.complete ## run capi-private dev (bin/capi-private-dev): l
 	go build -trimpath -ldflags "$(LDFLAGS)" -o $(CAPI_DEV) ./cmd/capi-private-dev
 	./$(CAPI_DEV) dev $(RUN_ARGS)
 
+# TEST_JSON keeps the last run's `go test -json` record: `make test-slowest` (and .ci/run) reads it.
+TEST_JSON  ?= bin/test.json
+GOTESTSUM  := $(GOTOOL) gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg --jsonfile $(TEST_JSON)
+
 .PHONY: test
-test: $(HUB_BIN)/.complete ## run every test with the race detector (unit and integration, on the real local hub)
-	go test $(TEST_FLAGS) ./...
+test: $(HUB_BIN)/.complete ## run every test with the race detector (unit and integration, on the real local hub); then the 15 slowest
+	@mkdir -p $(dir $(TEST_JSON))
+	@rc=0; $(GOTESTSUM) -- $(TEST_FLAGS) ./... || rc=$$?; $(MAKE) --no-print-directory test-slowest; exit $$rc
+
+.PHONY: test-slowest
+test-slowest: ## the 15 slowest tests of the last make test, with their packages (from $(TEST_JSON))
+	@echo "== the 15 slowest tests (of $(TEST_JSON))"
+	@$(GOTOOL) gotestsum tool slowest --jsonfile $(TEST_JSON) --num 15
+
+STRESS_RUNS ?= 5
+
+.PHONY: stress
+stress: $(HUB_BIN)/.complete ## every package that starts a hub, STRESS_RUNS (5) runs in a row while the whole suite runs beside it (hours); table in bin/stress/table.md
+	hack/stress.sh $(STRESS_RUNS)
 
 BENCH_PKGS ?= ./internal/sp/app/
 
@@ -61,6 +77,16 @@ bench: $(HUB_BIN)/.complete build ## benchmarks (~10 min on a quiet 2-core machi
 chaos: $(HUB_BIN)/.complete build ## chaos suite (not in make test, ~35 min): two SP processes on the local hub; kill -9, NATS outage, hub faults, API server restart, load; prints a table, fails on any loss
 	CHAOS_SP_BIN=$(CURDIR)/$(BIN) CHAOS_REPORT=$(CURDIR)/bin/chaos-report.md CHAOS_LOG_DIR=$(CURDIR)/bin/chaos-logs \
 		go test -tags chaos -run TestChaos -v -count=1 -timeout 150m ./internal/devtest/sp/chaos/
+
+# Every chaos scenario at a small size (CI runs it, so the reliability suite cannot rot): a few minutes.
+CHAOS_SMOKE := CHAOS_CLUSTERS=12 CHAOS_KILLS=3 CHAOS_OUTAGE_CLUSTERS=8 CHAOS_OUTAGE=10s CHAOS_CYCLES=40 \
+	CHAOS_APISERVER_DOWN=5s CHAOS_RESTART_CLUSTERS=8 CHAOS_CHURN=100 CHAOS_LOAD_EXISTING=200 CHAOS_LOAD_CLIENTS=4 \
+	CHAOS_LOAD_DURATION=20s
+
+.PHONY: chaos-smoke
+chaos-smoke: $(HUB_BIN)/.complete build ## every chaos scenario at a small size (~5 min; CI runs it): fails on any loss, like make chaos
+	$(CHAOS_SMOKE) CHAOS_SP_BIN=$(CURDIR)/$(BIN) CHAOS_REPORT=$(CURDIR)/bin/chaos-smoke-report.md CHAOS_LOG_DIR=$(CURDIR)/bin/chaos-smoke-logs \
+		go test -tags chaos -run TestChaos -count=1 -timeout 20m ./internal/devtest/sp/chaos/
 
 BENCH_CAPI_TIME ?= 5s
 
@@ -78,11 +104,17 @@ $(SPECTRAL): tools/spectral/package.json tools/spectral/package-lock.json
 lint-api: $(SPECTRAL) ## lint api/v1alpha1/openapi.yaml (Spectral + the AEP-style ruleset in api/.spectral.yaml)
 	$(SPECTRAL) lint --ruleset api/.spectral.yaml --fail-severity=warn api/v1alpha1/openapi.yaml
 
+# The build tags of tests that make test does not build (the chaos suite, the translation recorder): lint vets
+# them, so they cannot stop compiling unnoticed, and fails on a tag missing from this list.
+TEST_TAGS := chaos,record
+
 .PHONY: lint
-lint: lint-api ## gofmt, go vet, staticcheck (pinned), and lint-api
+lint: lint-api ## gofmt, go vet (with every test build tag), staticcheck (pinned), and lint-api
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet ./...
-	$(GOTOOL) staticcheck ./...
+	@tags=$$(git grep -h '^//go:build' -- '*_test.go' | grep -oE '[a-z_0-9]+' | grep -vx build | sort -u || true); \
+	 for tag in $$tags; do case ",$(TEST_TAGS)," in *",$$tag,"*) ;; *) echo "build tag $$tag is not in TEST_TAGS: lint would not vet it"; exit 1;; esac; done
+	go vet -tags $(TEST_TAGS) ./...
+	$(GOTOOL) staticcheck -tags $(TEST_TAGS) ./...
 
 .PHONY: generate
 generate: ## regenerate code from api/v1alpha1/openapi.yaml
