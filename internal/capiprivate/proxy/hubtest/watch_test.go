@@ -244,7 +244,10 @@ func createMachines(t testing.TB, ns string, n, c int) {
 	}
 }
 
-// storedMachine is a Machine as stored (~8 KB as JSON, like a real one with conditions and annotations).
+// storedMachine is a Machine as stored (~8 KB as JSON, like a real one with conditions and annotations). Like
+// HyperShift's, its bootstrap is a data Secret, without a bootstrap provider's configRef: a ref to a kind whose
+// CRD is not installed makes the Machine unconvertible to v1beta1, and while one exists kube-apiserver's
+// v1beta1 view of Machines re-lists and fails for every namespace (a later test's v1beta1 list among them).
 func storedMachine(ns, name string) *unstructured.Unstructured {
 	conds := []any{}
 	for _, c := range []string{"Available", "Ready", "UpToDate", "BootstrapConfigReady", "InfrastructureReady", "NodeHealthy", "NodeReady", "Deleting", "Paused", "Remediating", "Updating", "HealthCheckSucceeded"} {
@@ -261,7 +264,7 @@ func storedMachine(ns, name string) *unstructured.Unstructured {
 		"metadata": map[string]any{"name": name, "namespace": ns, "annotations": ann,
 			"labels": map[string]any{"cluster.x-k8s.io/cluster-name": "c1", "cluster.x-k8s.io/set-name": "ms", "cluster.x-k8s.io/deployment-name": "md"}},
 		"spec": map[string]any{"clusterName": "c1", "version": "v1.34.0", "providerID": "kubevirt://" + name,
-			"bootstrap":         map[string]any{"dataSecretName": name + "-bootstrap", "configRef": map[string]any{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": name}},
+			"bootstrap":         map[string]any{"dataSecretName": name + "-bootstrap"},
 			"infrastructureRef": map[string]any{"apiGroup": privInfra, "kind": "KubevirtMachine", "name": name}},
 		"status": map[string]any{"conditions": conds},
 	}}
