@@ -358,7 +358,9 @@ func TestDay2Failures(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig("faults")
 	cfg.ProviderName = "sp-day2-faults"
-	cfg.OperationTimeoutKubevirt = 6 * time.Second
+	// The deadline must outlast the control plane's upgrade on a loaded machine (the stuck NodePool must fail
+	// while upgrading the workers, the blocked upgrade on the CVO's reason), and is what the stuck case waits out.
+	cfg.OperationTimeoutKubevirt = 20 * time.Second
 	sp := startSP(t, cfg, Options{})
 	t.Run("upgrade blocked", func(t *testing.T) {
 		id, name := readyCluster(t, sp, "blk", kubevirt417)
@@ -366,7 +368,7 @@ func TestDay2Failures(t *testing.T) {
 		if code, _, _, raw := sp.patch(t, id, `{"spec":{"version":"4.18"}}`, ""); code != http.StatusOK {
 			t.Fatalf("PATCH: %d %s", code, raw)
 		}
-		c, _ := sp.waitStatus(t, id, "FAILED", 30*time.Second)
+		c, _ := sp.waitStatus(t, id, "FAILED", 90*time.Second)
 		if !strings.Contains(c.StatusMessage, "AdminAckRequired") || c.CurrentOperation == nil {
 			t.Fatalf("FAILED %q", c.StatusMessage)
 		}
@@ -392,7 +394,7 @@ func TestDay2Failures(t *testing.T) {
 		if code, _, _, raw := sp.patch(t, id, `{"spec":{"version":"4.18.22"}}`, ""); code != http.StatusOK {
 			t.Fatalf("PATCH: %d %s", code, raw)
 		}
-		c, _ := sp.waitStatus(t, id, "FAILED", 30*time.Second)
+		c, _ := sp.waitStatus(t, id, "FAILED", 90*time.Second)
 		if !strings.Contains(c.StatusMessage, "did not finish within") || !strings.Contains(c.StatusMessage, "Upgrading workers to 4.18.22") {
 			t.Fatalf("FAILED %q", c.StatusMessage)
 		}

@@ -94,6 +94,10 @@ func testConfig(namespace string) config.Config {
 	cfg.ProviderName = "sp-" + namespace
 	cfg.LeaseDuration = 3 * time.Second
 	cfg.ResyncPeriod = time.Minute
+	// A request's deadline sized for a loaded machine (the package's tests share one hub, beside the rest of the
+	// suite): under load a create's hub writes took longer than the production default's 20 s. No test here
+	// waits one out; a test of a deadline sets its own.
+	cfg.RequestTimeout = time.Minute
 	return cfg
 }
 
