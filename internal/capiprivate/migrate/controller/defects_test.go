@@ -231,15 +231,7 @@ func TestQuiesceUndoneEndsAtDeadline(t *testing.T) {
 	}
 	t.Logf("FIGURE quiesce undone by an actor (%d reverts): rolled back after %s (deadline %s), %d migrator actions in Quiescing",
 		reverts.Load(), took.Round(100*time.Millisecond), cfg.QuiesceTimeout, actions)
-	if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
-		t.Errorf("ledger %s", s)
-	}
+	r.checkLegacyRunsAgain(machines)
 }
 
 // undoQuiesce scales Deployment name back to 1 whenever it sees it at 0, and at least every second, until ctx ends.

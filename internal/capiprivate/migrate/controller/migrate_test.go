@@ -212,6 +212,21 @@ func (r *rig) waitAnnotations(what string, within time.Duration, cond func(map[s
 	return last
 }
 
+// checkLegacyRunsAgain: after a rollback the legacy controllers run again (every Deployment available), the
+// standard Machines are running, and no instance was created or deleted beyond the cluster's machines.
+func (r *rig) checkLegacyRunsAgain(machines int) {
+	r.t.Helper()
+	if err := r.hc.WaitDeploymentsAvailable(r.t.Context(), 2*time.Minute); err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.hc.WaitMachinesRunning(r.t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
+		r.t.Fatal(err)
+	}
+	if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
+		r.t.Errorf("ledger %s, want creates=%d deletes=0", s, machines)
+	}
+}
+
 func migrated(a map[string]string) bool {
 	return a[plan.PrivateTypesAnnotation] == "true" && a[plan.InProgressAnnotation] == "" && a[plan.PhaseAnnotation] == ""
 }
@@ -743,15 +758,7 @@ func TestRollbackOrderAfterResume(t *testing.T) {
 			}
 			// The rollout back: the namespace unmarked, no Pod with the sidecar left.
 			r.checkRollout(false, nil)
-			if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
-				t.Errorf("ledger after the safe rollback %s, want creates=%d deletes=0", s, machines)
-			}
+			r.checkLegacyRunsAgain(machines)
 		})
 	}
 }
@@ -880,15 +887,7 @@ func failMidMigration(t *testing.T, name, reason string, inject func(t *testing.
 			t.Errorf("%d private %s left", n, k)
 		}
 	}
-	if err := r.hc.WaitDeploymentsAvailable(t.Context(), 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.hc.WaitMachinesRunning(t.Context(), capipods.StandardGroups, machines, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if s := r.ledger(); s.Creates != machines || s.Deletes != 0 {
-		t.Errorf("ledger %s", s)
-	}
+	r.checkLegacyRunsAgain(machines)
 	if err := safeOrder(r.kinds()); err != nil {
 		t.Error(err)
 	}
