@@ -3,6 +3,7 @@ package localhub
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,22 +57,10 @@ func orphanedHubProcess(pid int) bool {
 	return parentPID(string(stat)) == 1
 }
 
-func isHubBinary(name string) bool {
-	for _, b := range hubBinaries {
-		if name == b {
-			return true
-		}
-	}
-	return false
-}
+func isHubBinary(name string) bool { return slices.Contains(hubBinaries, name) }
 
 func mentionsHubDir(cmdline string) bool {
-	for _, d := range hubDirs {
-		if strings.Contains(cmdline, string(filepath.Separator)+d) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(hubDirs, func(d string) bool { return strings.Contains(cmdline, string(filepath.Separator)+d) })
 }
 
 // parentPID reads the parent's PID from /proc/<pid>/stat: "pid (comm) state ppid …", where comm may hold spaces

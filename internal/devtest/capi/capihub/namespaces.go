@@ -3,6 +3,7 @@ package capihub
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -48,6 +49,14 @@ func (e *Env) DeleteNamespace(name string) {
 	if err != nil { // gone already, or the hub is
 		return
 	}
+	disc, err := discovery.NewDiscoveryClientForConfig(e.Config)
+	if err != nil {
+		return
+	}
+	md, err := metadata.NewForConfig(e.Config)
+	if err != nil {
+		return
+	}
 	e.releases.Add(1)
 	go func() {
 		defer e.releases.Done()
@@ -58,23 +67,15 @@ func (e *Env) DeleteNamespace(name string) {
 			if apierrors.IsNotFound(err) {
 				return true, nil
 			}
-			e.releaseFinalizers(ctx, name)
+			releaseFinalizers(ctx, disc, md, name)
 			return false, nil
 		})
 	}()
 }
 
 // releaseFinalizers removes the finalizers of every object in namespace that has a deletion timestamp.
-func (e *Env) releaseFinalizers(ctx context.Context, namespace string) {
-	disc, err := discovery.NewDiscoveryClientForConfig(e.Config)
-	if err != nil {
-		return
-	}
+func releaseFinalizers(ctx context.Context, disc discovery.DiscoveryInterface, md metadata.Interface, namespace string) {
 	lists, _ := disc.ServerPreferredNamespacedResources() // partial results are fine: the next pass retries
-	md, err := metadata.NewForConfig(e.Config)
-	if err != nil {
-		return
-	}
 	release := []byte(`{"metadata":{"finalizers":null}}`)
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
@@ -82,7 +83,7 @@ func (e *Env) releaseFinalizers(ctx context.Context, namespace string) {
 			continue
 		}
 		for _, r := range l.APIResources {
-			if !hasVerbs(r.Verbs, "list", "patch") {
+			if !slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "patch") {
 				continue
 			}
 			res := md.Resource(gv.WithResource(r.Name)).Namespace(namespace)
@@ -97,17 +98,4 @@ func (e *Env) releaseFinalizers(ctx context.Context, namespace string) {
 			}
 		}
 	}
-}
-
-func hasVerbs(verbs metav1.Verbs, want ...string) bool {
-	for _, w := range want {
-		found := false
-		for _, v := range verbs {
-			found = found || v == w
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
