@@ -55,7 +55,7 @@ func TestDesignExamplesReachReady(t *testing.T) {
 			if spec.Nodes == nil || spec.Nodes.Workers == nil || *spec.Nodes.Workers.Count != 3 || spec.ProviderHints.Acm.BaseDomain == nil {
 				t.Fatalf("spec not echoed in canonical form: %s", raw)
 			}
-			ready, seen := sp.waitStatus(t, c.Id, "READY", 30*time.Second)
+			ready, seen := sp.waitStatus(t, c.Id, "READY", 90*time.Second)
 			if !slices.Contains(seen, "PROVISIONING") || slices.Contains(seen, "FAILED") || slices.Contains(seen, "UNAVAILABLE") {
 				t.Errorf("status sequence %v, want PROVISIONING before READY", seen)
 			}
@@ -89,7 +89,7 @@ func TestDesignExamplesReachReady(t *testing.T) {
 			if err := testHub.Client.Get(context.Background(), client.ObjectKey{Name: name}, &mc); err != nil || mc.Labels[meta.LabelInstanceID] != c.Id {
 				t.Fatalf("ManagedCluster: %v %v", err, mc.Labels)
 			}
-			waitFor(t, 10*time.Second, "KlusterletAddonConfig", func() bool {
+			waitFor(t, 60*time.Second, "KlusterletAddonConfig", func() bool {
 				kac := &unstructured.Unstructured{}
 				kac.SetGroupVersionKind(hubapi.KlusterletAddonConfigGVK)
 				return testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: name, Name: name}, kac) == nil
@@ -181,7 +181,7 @@ func TestDeleteLeavesNothingBehind(t *testing.T) {
 			if code != http.StatusCreated {
 				t.Fatalf("POST: %d %s", code, raw)
 			}
-			sp.waitStatus(t, c.Id, "READY", 30*time.Second)
+			sp.waitStatus(t, c.Id, "READY", 90*time.Second)
 			if platform == "baremetal" && len(reservedAgents(t, c.Id)) != 2 {
 				t.Fatal("Agents not reserved")
 			}
@@ -195,8 +195,8 @@ func TestDeleteLeavesNothingBehind(t *testing.T) {
 			if resp, _ := sp.Client.DeleteClusterWithResponse(context.Background(), c.Id, nil); resp.StatusCode() != http.StatusNoContent && resp.StatusCode() != http.StatusNotFound {
 				t.Fatalf("repeated DELETE: %d", resp.StatusCode())
 			}
-			sp.waitStatus(t, c.Id, "DELETED", 30*time.Second)
-			waitFor(t, 15*time.Second, "no leftovers", func() bool { return len(leftovers(t, c.Id, name)) == 0 })
+			sp.waitStatus(t, c.Id, "DELETED", 90*time.Second)
+			waitFor(t, 60*time.Second, "no leftovers", func() bool { return len(leftovers(t, c.Id, name)) == 0 })
 		})
 	}
 }
@@ -301,15 +301,15 @@ func TestNameReusableAfterDelete(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("%d %s", code, raw)
 	}
-	sp.waitStatus(t, c.Id, "READY", 30*time.Second)
-	waitFor(t, 10*time.Second, "ACM namespace created", func() bool {
+	sp.waitStatus(t, c.Id, "READY", 90*time.Second)
+	waitFor(t, 60*time.Second, "ACM namespace created", func() bool {
 		return testHub.Client.Get(context.Background(), client.ObjectKey{Name: name}, &corev1.Namespace{}) == nil
 	})
 	if resp, err := sp.Client.DeleteClusterWithResponse(context.Background(), c.Id, nil); err != nil || resp.StatusCode() != http.StatusNoContent {
 		t.Fatalf("DELETE: %v", err)
 	}
-	sp.waitStatus(t, c.Id, "DELETED", 30*time.Second)
-	waitFor(t, 15*time.Second, "name free again", func() bool {
+	sp.waitStatus(t, c.Id, "DELETED", 90*time.Second)
+	waitFor(t, 60*time.Second, "name free again", func() bool {
 		code, _, _ := sp.create(t, "", kubevirtBody(name, 1))
 		return code == http.StatusCreated
 	})

@@ -62,6 +62,9 @@ type Options struct {
 	HealthInterval time.Duration
 	// HealthCheckTimeout overrides each health check's 2 s timeout (tests).
 	HealthCheckTimeout time.Duration
+	// HubStaleAfter overrides the hub health check's threshold (3 health intervals + 5 s; tests): without an
+	// answer from the hub's API server for longer, health is unhealthy and dcm-2026 says UNAVAILABLE.
+	HubStaleAfter time.Duration
 	// Reconciler tunes the reconciler (workers, orphan grace period); its resync period is config resyncPeriod
 	// unless set here.
 	Reconciler reconcile.Options
@@ -212,9 +215,10 @@ func (a *App) shutdown(ctx context.Context, srv *http.Server, cancelRequests con
 	began := time.Now()
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.Config.ShutdownTimeout)
 	defer stop()
-	// Requests in flight get most of the budget to finish; those still running then are cancelled, which they
-	// answer with a 503 (retry) in the time left; whatever is still open at the end is closed.
-	drain, endDrain := context.WithTimeout(shutdownCtx, a.Config.ShutdownTimeout-min(a.Config.ShutdownTimeout/4, time.Second))
+	// Requests in flight get three quarters of the budget to finish (all but 5 s of a longer one); those still
+	// running then are cancelled, which they answer with a 503 (retry) in the time left; whatever is still open at
+	// the end is closed.
+	drain, endDrain := context.WithTimeout(shutdownCtx, a.Config.ShutdownTimeout-min(a.Config.ShutdownTimeout/4, 5*time.Second))
 	err := srv.Shutdown(drain)
 	endDrain()
 	if err != nil {

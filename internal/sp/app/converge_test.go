@@ -389,7 +389,7 @@ func TestOrphanSweep(t *testing.T) {
 	waitFor(t, 30*time.Second, "the orphans swept", func() bool { return gone(lock) && gone(sec) && gone(mc) })
 	// The live cluster's lock has been through two more sweeps since.
 	swept := sp.App.Reconciler.Resyncs()
-	waitFor(t, 10*time.Second, "two more sweeps", func() bool { return sp.App.Reconciler.Resyncs() >= swept+2 })
+	waitFor(t, 60*time.Second, "two more sweeps", func() bool { return sp.App.Reconciler.Resyncs() >= swept+2 })
 	childrenOf(t, ns, id, name, cfg.ProviderName, 2)
 	deleteAndWait(t, sp, ns, id, name)
 }

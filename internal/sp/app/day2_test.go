@@ -381,7 +381,7 @@ func TestDay2Failures(t *testing.T) {
 		if code != http.StatusOK || c2.CurrentOperation == nil || c2.CurrentOperation.To != "4.17.29" || c2.Status != "UPDATING" {
 			t.Fatalf("revert: %d %s", code, raw)
 		}
-		back, _ := sp.waitStatus(t, id, "READY", 30*time.Second)
+		back, _ := sp.waitStatus(t, id, "READY", 90*time.Second)
 		var hc hyperv1.HostedCluster
 		if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "faults", Name: name}, &hc); err != nil ||
 			!strings.HasSuffix(hc.Spec.Release.Image, ":4.17.29-multi") || back.OpenshiftVersion != "4.17.29" {
@@ -468,7 +468,7 @@ func TestDay2Events(t *testing.T) {
 	if code, _, c, raw := sp.patch(t, id, `{"spec":{"nodes":{"workers":{"count":3}}}}`, ""); code != http.StatusOK || c.Status != "UPDATING" {
 		t.Fatalf("scale: %d %s", code, raw)
 	}
-	stream.until("PROGRESSING", 30*time.Second)
+	stream.until("PROGRESSING", 90*time.Second)
 	seq, d := stream.until("READY", 60*time.Second)
 	if got := strings.Join(seq, ","); !strings.HasSuffix(got, "READY,PROGRESSING,READY") || !strings.Contains(d.Message, "workers 3/3 ready") {
 		t.Fatalf("events %s, last %+v", got, d)

@@ -148,7 +148,7 @@ func TestHubRejectionIs422(t *testing.T) {
 		return code != http.StatusCreated
 	})
 	assertProblem(t, code, h, body, http.StatusUnprocessableEntity, "cluster names starting with vap-denied are reserved by policy")
-	waitFor(t, 10*time.Second, "rollback", func() bool { return len(leftovers(t, id, name)) == 0 })
+	waitFor(t, 60*time.Second, "rollback", func() bool { return len(leftovers(t, id, name)) == 0 })
 }
 
 // Metric labels come from fixed sets: an invented HTTP method is "other", an unknown path "unmatched".
@@ -349,7 +349,7 @@ func TestStartsWithoutHub(t *testing.T) {
 	go func() { done <- a.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	url := "http://" + a.Addr()
-	waitFor(t, 10*time.Second, "hub check reports the unreachable API server", func() bool {
+	waitFor(t, 60*time.Second, "hub check reports the unreachable API server", func() bool {
 		for _, c := range a.Health.Report().Checks {
 			if c.Name == "hub" {
 				return strings.Contains(c.Message, "unreachable")

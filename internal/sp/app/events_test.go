@@ -111,7 +111,7 @@ func TestStatusEventsLifecycle(t *testing.T) {
 	if code, _, raw := sp.create(t, id, kubevirtBody(name, 2)); code != http.StatusCreated {
 		t.Fatalf("%d %s", code, raw)
 	}
-	seq, d := stream.until("READY", 30*time.Second)
+	seq, d := stream.until("READY", 90*time.Second)
 	if strings.Join(seq, ",") != "PENDING,PROVISIONING,READY" || d.ID != id || !strings.Contains(d.Message, "workers 2/2 ready") {
 		t.Fatalf("sequence %v, last %+v", seq, d)
 	}
@@ -126,7 +126,7 @@ func TestStatusEventsLifecycle(t *testing.T) {
 	if resp, err := sp.Client.DeleteClusterWithResponse(context.Background(), id, nil); err != nil || resp.StatusCode() != http.StatusNoContent {
 		t.Fatalf("DELETE: %v", err)
 	}
-	seq, _ = stream.until("DELETED", 30*time.Second)
+	seq, _ = stream.until("DELETED", 90*time.Second)
 	if strings.Join(seq[len(seq)-2:], ",") != "DELETING,DELETED" {
 		t.Fatalf("deletion sequence %v", seq)
 	}
@@ -200,9 +200,9 @@ func TestStatusEventsSurviveNATSOutage(t *testing.T) {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	for _, id := range ids {
-		sp.waitStatus(t, id, "READY", 30*time.Second)
+		sp.waitStatus(t, id, "READY", 90*time.Second)
 	}
-	waitFor(t, 5*time.Second, "health reports NATS down", func() bool {
+	waitFor(t, 60*time.Second, "health reports NATS down", func() bool {
 		for _, c := range sp.App.Health.Report().Checks {
 			if c.Name == "nats" {
 				return c.Status == "unhealthy"
@@ -212,7 +212,7 @@ func TestStatusEventsSurviveNATSOutage(t *testing.T) {
 	})
 	// The publisher has tried, and failed, to deliver what changed during the outage.
 	failedBefore := counter(t, sp.App.Registry, "acm_sp_events_failed_total")
-	waitFor(t, 10*time.Second, "failed publish attempts during the outage", func() bool {
+	waitFor(t, 60*time.Second, "failed publish attempts during the outage", func() bool {
 		return counter(t, sp.App.Registry, "acm_sp_events_failed_total") > failedBefore
 	})
 	srv, err = sphub.StartNATSWith(context.Background(), sphub.NATSOptions{StoreDir: store}) // same store
@@ -222,7 +222,7 @@ func TestStatusEventsSurviveNATSOutage(t *testing.T) {
 	defer srv.Shutdown()
 	fwd.SetUpstream(strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	for _, id := range ids {
-		seq, _ := watchEvents(t, srv.ClientURL(), "sp-outage", id).until("READY", 30*time.Second)
+		seq, _ := watchEvents(t, srv.ClientURL(), "sp-outage", id).until("READY", 90*time.Second)
 		t.Logf("%s: %v", id, seq)
 	}
 }
@@ -244,13 +244,13 @@ func TestDeletedHeldWithoutStream(t *testing.T) {
 	if code, _, raw := sp.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
 		t.Fatalf("%d %s", code, raw)
 	}
-	sp.waitStatus(t, id, "READY", 30*time.Second)
+	sp.waitStatus(t, id, "READY", 90*time.Second)
 	if resp, err := sp.Client.DeleteClusterWithResponse(context.Background(), id, nil); err != nil || resp.StatusCode() != http.StatusNoContent {
 		t.Fatalf("DELETE: %v", err)
 	}
 	hc := &hyperv1.HostedCluster{}
 	key := client.ObjectKey{Namespace: "faults", Name: name}
-	waitFor(t, 15*time.Second, "the operator is done and only the SP's finalizer holds the HostedCluster", func() bool {
+	waitFor(t, 60*time.Second, "the operator is done and only the SP's finalizer holds the HostedCluster", func() bool {
 		return testHub.Client.Get(context.Background(), key, hc) == nil && hc.DeletionTimestamp != nil &&
 			slices.Equal(hc.Finalizers, []string{meta.FinalizerStatus})
 	})
@@ -265,7 +265,7 @@ func TestDeletedHeldWithoutStream(t *testing.T) {
 		t.Fatal("the HostedCluster went without DELETED stored anywhere")
 	}
 	var check string
-	waitFor(t, 5*time.Second, "the events check unhealthy", func() bool {
+	waitFor(t, 60*time.Second, "the events check unhealthy", func() bool {
 		h := sp.App.Health.Report()
 		for _, c := range h.Checks {
 			if c.Name == "events" && c.Status == "unhealthy" {
@@ -286,7 +286,7 @@ func TestDeletedHeldWithoutStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	watchEvents(t, url, "sp-nostream", id).until("DELETED", 45*time.Second)
-	waitFor(t, 15*time.Second, "HostedCluster gone", func() bool {
+	waitFor(t, 60*time.Second, "HostedCluster gone", func() bool {
 		return testHub.Client.Get(context.Background(), key, &hyperv1.HostedCluster{}) != nil
 	})
 }
@@ -303,7 +303,7 @@ func TestDeletedDeliveredAfterRestart(t *testing.T) {
 	if code, _, raw := first.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
 		t.Fatalf("%d %s", code, raw)
 	}
-	stream.until("READY", 30*time.Second)
+	stream.until("READY", 90*time.Second)
 	first.stop() // the SP goes away…
 
 	hc := &hyperv1.HostedCluster{}
@@ -313,7 +313,7 @@ func TestDeletedDeliveredAfterRestart(t *testing.T) {
 	if err := testHub.Client.Delete(context.Background(), hc); err != nil { // …and the cluster is deleted meanwhile
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the operator is done and only the SP's finalizer holds the HostedCluster", func() bool {
+	waitFor(t, 60*time.Second, "the operator is done and only the SP's finalizer holds the HostedCluster", func() bool {
 		if err := testHub.Client.Get(context.Background(), client.ObjectKeyFromObject(hc), hc); err != nil {
 			return false
 		}
@@ -321,8 +321,8 @@ func TestDeletedDeliveredAfterRestart(t *testing.T) {
 	})
 
 	startSP(t, cfg, Options{}) // the SP comes back
-	stream.until("DELETED", 30*time.Second)
-	waitFor(t, 15*time.Second, "HostedCluster gone", func() bool {
+	stream.until("DELETED", 90*time.Second)
+	waitFor(t, 60*time.Second, "HostedCluster gone", func() bool {
 		return testHub.Client.Get(context.Background(), client.ObjectKeyFromObject(hc), &hyperv1.HostedCluster{}) != nil
 	})
 }
@@ -335,7 +335,7 @@ func TestOnlyTheLeaderPublishes(t *testing.T) {
 	defer a.stop()
 	select {
 	case <-a.App.Elected():
-	case <-time.After(15 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("the first replica was not elected")
 	}
 	b := startSP(t, cfg, Options{})
@@ -346,7 +346,7 @@ func TestOnlyTheLeaderPublishes(t *testing.T) {
 	if code, _, raw := b.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated { // through the follower
 		t.Fatalf("%d %s", code, raw)
 	}
-	stream.until("READY", 30*time.Second)
+	stream.until("READY", 90*time.Second)
 	if published(t, a.App.Registry) == 0 || published(t, b.App.Registry) != 0 {
 		t.Fatalf("leader published %v, follower %v", published(t, a.App.Registry), published(t, b.App.Registry))
 	}
@@ -354,7 +354,7 @@ func TestOnlyTheLeaderPublishes(t *testing.T) {
 	a.stop()
 	select {
 	case <-b.App.Elected():
-	case <-time.After(20 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("the second replica did not take over")
 	}
 	name2 := uniqueName("ldr2")
@@ -363,7 +363,7 @@ func TestOnlyTheLeaderPublishes(t *testing.T) {
 	if code, _, raw := b.create(t, id2, kubevirtBody(name2, 1)); code != http.StatusCreated {
 		t.Fatalf("%d %s", code, raw)
 	}
-	stream2.until("READY", 30*time.Second)
+	stream2.until("READY", 90*time.Second)
 	if published(t, b.App.Registry) == 0 {
 		t.Fatal("the new leader published nothing")
 	}

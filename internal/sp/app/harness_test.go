@@ -92,7 +92,10 @@ func testConfig(namespace string) config.Config {
 	cfg.PullSecretFile = pullSecretFile
 	cfg.Auth = config.AuthNone
 	cfg.ProviderName = "sp-" + namespace
-	cfg.LeaseDuration = 3 * time.Second
+	// A lease that a loaded machine renews in time (a 3 s one, renewed within 2 s, changed leaders mid-test under
+	// the stress run); a stopped SP releases its lease, so the next replica still takes over at once. The tests
+	// of lost leases set a short one.
+	cfg.LeaseDuration = 10 * time.Second
 	cfg.ResyncPeriod = time.Minute
 	// A request's deadline sized for a loaded machine (the package's tests share one hub, beside the rest of the
 	// suite): under load a create's hub writes took longer than the production default's 20 s. No test here
@@ -145,6 +148,11 @@ func launchSPUntil(t testing.TB, cfg config.Config, o Options, abort func() bool
 	}
 	if o.HealthInterval == 0 {
 		o.HealthInterval = 200 * time.Millisecond
+	}
+	if o.HubStaleAfter == 0 {
+		// Fast health refreshes, but a hub that answers slowly under load is not a lost hub: only the tests of a
+		// lost hub shorten this.
+		o.HubStaleAfter = 30 * time.Second
 	}
 	a, err := New(&cfg, o)
 	if err != nil {

@@ -78,7 +78,10 @@ func readInputs(cfg *config.Config, o Options) (*inputs, error) {
 	}
 	// The hub health check's threshold: without an answer from the hub's API server for longer, the SP's view of
 	// the clusters is not current (health says so, and the dcm-2026 vocabulary reports them UNAVAILABLE).
-	in.hubStaleAfter = 3*in.interval + 5*time.Second
+	in.hubStaleAfter = o.HubStaleAfter
+	if in.hubStaleAfter == 0 {
+		in.hubStaleAfter = 3*in.interval + 5*time.Second
+	}
 	return in, nil
 }
 

@@ -40,7 +40,7 @@ func TestRegistrationFollowsTheHub(t *testing.T) {
 
 	// The registrar may register before the hub's catalog is read (no versions yet) and registers again when it
 	// is: wait for the registration of the capabilities the hub offers.
-	waitFor(t, 20*time.Second, "registered with the hub's platforms and Kubernetes versions", func() bool {
+	waitFor(t, 60*time.Second, "registered with the hub's platforms and Kubernetes versions", func() bool {
 		p, ok := spm.Get("sp-registered")
 		return ok && advertised(p, "kubernetesSupportedVersions") != "" && advertised(p, "supportedPlatforms") != ""
 	})
@@ -50,7 +50,7 @@ func TestRegistrationFollowsTheHub(t *testing.T) {
 		advertised(p, "kubernetesSupportedVersions") != "1.27,1.28,1.29,1.30,1.31,1.32,1.33" {
 		t.Fatalf("registered %+v", p)
 	}
-	waitFor(t, 5*time.Second, "health reports the registration", func() bool {
+	waitFor(t, 60*time.Second, "health reports the registration", func() bool {
 		for _, c := range sp.App.Health.Report().Checks {
 			if c.Name == "registration" && c.Status == "healthy" && strings.Contains(c.Message, "registered as sp-registered") {
 				return true
@@ -88,7 +88,7 @@ func TestRegistrationFollowsTheHub(t *testing.T) {
 			_ = testHub.Client.Update(ctx, &cm)
 		}
 	})
-	waitFor(t, 20*time.Second, "re-registered with Kubernetes 1.34", func() bool {
+	waitFor(t, 60*time.Second, "re-registered with Kubernetes 1.34", func() bool {
 		p, _ := spm.Get("sp-registered")
 		return advertised(p, "kubernetesSupportedVersions") == "1.27,1.28,1.29,1.30,1.31,1.32,1.33,1.34"
 	})
@@ -110,7 +110,7 @@ func TestRegistryDownNeverBlocksTheAPI(t *testing.T) {
 	if code, _, _ := do(t, http.MethodGet, sp.URL+"/api/v1alpha1/clusters", "", nil); code != http.StatusOK {
 		t.Fatalf("LIST with the registry down: %d", code)
 	}
-	waitFor(t, 5*time.Second, "registration check reports the failure", func() bool {
+	waitFor(t, 60*time.Second, "registration check reports the failure", func() bool {
 		h := sp.App.Health.Report()
 		for _, c := range h.Checks {
 			if c.Name == "registration" {

@@ -151,7 +151,7 @@ func TestCreateOnALaggingReplica(t *testing.T) {
 		t.Fatalf("HostedClusters of %s: %v", id, got)
 	}
 	var lock corev1.ConfigMap
-	waitFor(t, 10*time.Second, "the instance lock owned by the HostedCluster", func() bool {
+	waitFor(t, 60*time.Second, "the instance lock owned by the HostedCluster", func() bool {
 		err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: render.InstanceLockName("sp-lag", id)}, &lock)
 		return err == nil && len(lock.OwnerReferences) == 1
 	})

@@ -424,7 +424,7 @@ func TestNATSPasswordNeverShown(t *testing.T) {
 	logs := &testlog.Buffer{}
 	sp := startSP(t, cfg, Options{Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	var nats api.HealthCheck
-	waitFor(t, 20*time.Second, "the nats check reports the outage", func() bool {
+	waitFor(t, 60*time.Second, "the nats check reports the outage", func() bool {
 		for _, c := range sp.App.Health.Report().Checks {
 			if c.Name == "nats" {
 				nats = c

@@ -62,7 +62,7 @@ func TestDCM2026Vocabulary(t *testing.T) {
 	}
 	gets = append(gets, string(patched.Status))
 	wait("ACTIVE")
-	stream.until("PROGRESSING", 30*time.Second)
+	stream.until("PROGRESSING", 90*time.Second)
 	stream.until("ACTIVE", 90*time.Second)
 
 	failMode(t, ns, name, simulator.FailNodeLost)
@@ -70,7 +70,7 @@ func TestDCM2026Vocabulary(t *testing.T) {
 	if _, cl := sp.get(t, id); !strings.Contains(cl.StatusMessage, "workers 2/3 ready") {
 		t.Fatalf("DEGRADED message %q", cl.StatusMessage)
 	}
-	_, degraded := stream.until("DEGRADED", 30*time.Second)
+	_, degraded := stream.until("DEGRADED", 90*time.Second)
 	if degraded.OutputSpec == nil || degraded.OutputSpec.APIEndpoint != active.OutputSpec.APIEndpoint {
 		t.Fatalf("DEGRADED event: %+v", degraded)
 	}
@@ -123,10 +123,11 @@ func TestDCM2026HubLost(t *testing.T) {
 	defer px.Close()
 	cfg := testConfig(ns)
 	cfg.ProviderName, cfg.StatusVocabulary = "sp-lost", config.VocabularyDCM2026
-	sp := startSP(t, cfg, Options{RestConfig: px.Config()})
+	lostAfter := Options{RestConfig: px.Config(), HubStaleAfter: 5 * time.Second}
+	sp := startSP(t, cfg, lostAfter)
 	seedCfg := testConfig(ns)
 	seedCfg.ProviderName = "sp-lost" // the same clusters, read by a replica in the seed's words over the same proxy
-	seed := startSP(t, seedCfg, Options{RestConfig: px.Config()})
+	seed := startSP(t, seedCfg, lostAfter)
 	name := uniqueName("lost")
 	id := "inst-" + name
 	if code, _, raw := sp.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
@@ -135,7 +136,7 @@ func TestDCM2026HubLost(t *testing.T) {
 	sp.waitStatus(t, id, "ACTIVE", 60*time.Second)
 	px.SetRule(func(faultproxy.Request) faultproxy.Verdict { return faultproxy.Abort })
 	px.DropWatches()
-	lost, _ := sp.waitStatus(t, id, "UNAVAILABLE", 30*time.Second)
+	lost, _ := sp.waitStatus(t, id, "UNAVAILABLE", 90*time.Second)
 	if !strings.HasPrefix(lost.StatusMessage, "Not observed: the hub has not answered for ") || !strings.Contains(lost.StatusMessage, "last observed ACTIVE: Cluster is ready") {
 		t.Fatalf("UNAVAILABLE message %q", lost.StatusMessage)
 	}

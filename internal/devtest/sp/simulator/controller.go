@@ -202,7 +202,7 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 	if p.Delete != nil {
 		return s.applyDelete(ctx, hc, nps, p.Delete)
 	}
-	if p.Start || p.SetBaseDomain != "" {
+	if p.Start || !p.Restart.IsZero() || p.SetBaseDomain != "" {
 		before := hc.DeepCopy()
 		if p.Start {
 			controllerutil.AddFinalizer(hc, meta.FinalizerHyperShift)
@@ -212,6 +212,10 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 			if _, ok := hc.Annotations[AnnotationStarted]; !ok {
 				hc.Annotations[AnnotationStarted] = s.Now().UTC().Format(time.RFC3339Nano)
 			}
+		}
+		if !p.Restart.IsZero() {
+			hc.Annotations[AnnotationStarted] = p.Restart.UTC().Format(time.RFC3339Nano)
+			s.Log.Info("simulator: a late pass; the clock is set back to the phase it writes", "namespace", hc.Namespace, "name", hc.Name)
 		}
 		if p.SetBaseDomain != "" {
 			hc.Spec.DNS.BaseDomain = p.SetBaseDomain

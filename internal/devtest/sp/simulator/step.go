@@ -17,6 +17,9 @@
 //	0.45 R  workers join one by one until status.replicas = spec.replicas at 0.8 R (NodePool Ready=True)
 //	1.0 R   rollout Completed, ClusterVersionAvailable=True, ManagedCluster joined with its console URL claim
 //
+// A pass that comes late (after the next phase but one has begun on the clock) writes only the next phase and sets
+// the clock back to its start, so no phase of an install goes unwritten on a loaded machine.
+//
 // Failure injection, by annotation simulator.acm-cluster-sp/fail on the HostedCluster:
 //
 //	invalid-release          ValidReleaseImage=False (InvalidImage) from t0, Progressing=False (Blocked); nothing else happens
@@ -108,6 +111,8 @@ type Observed struct {
 // Plan is what the simulator does next for one HostedCluster. The controller applies it; Step decides it.
 type Plan struct {
 	Start         bool // add the finalizer and AnnotationStarted
+	// Restart sets AnnotationStarted back to this time: a late pass writes the next phase, not a later one.
+	Restart       time.Time
 	SetBaseDomain string
 	HCStatus      *hyperv1.HostedClusterStatus      // nil: unchanged
 	NPStatus      map[string]hyperv1.NodePoolStatus // by NodePool name; absent: unchanged
@@ -218,6 +223,23 @@ func Step(o Observed, tl Timeline) Plan {
 	available := reached(phaseAvailable) && hcpStarted
 	if mode == FailUnavailableAfterReady && reached(phaseOutage) {
 		available = false
+	}
+	// A late pass (the simulator's queue ran behind on a loaded machine) writes the next phase of the install, not
+	// one its clock says has begun since: the clock is set back to that phase's start. HyperShift's operator
+	// passes through each phase and reports it, so the SP can observe each for its length.
+	if !rolledOut(hc) {
+		rewind := func(f float64) {
+			started = o.Now.Add(-time.Duration(f * float64(r)))
+			elapsed = o.Now.Sub(started)
+			p.Restart = started
+		}
+		switch {
+		case hcpStarted && !apimeta.IsStatusConditionTrue(hc.Status.Conditions, string(hyperv1.InfrastructureReady)) && reached(phaseAvailable):
+			rewind(phaseHCPStarted)
+			available = false
+		case available && !apimeta.IsStatusConditionTrue(hc.Status.Conditions, string(hyperv1.HostedClusterAvailable)) && reached(phaseWorkers):
+			rewind(phaseAvailable)
+		}
 	}
 	switch {
 	case mode == FailInvalidRelease:
@@ -536,6 +558,13 @@ func deletion(o Observed, tl Timeline, p *Plan) *DeletePlan {
 func conditionTrue(hc *hyperv1.HostedCluster, t hyperv1.ConditionType) bool {
 	c := apimeta.FindStatusCondition(hc.Status.Conditions, string(t))
 	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+// rolledOut reports whether the HostedCluster's first rollout completed (its version history has a Completed entry).
+func rolledOut(hc *hyperv1.HostedCluster) bool {
+	return hc.Status.Version != nil && slices.ContainsFunc(hc.Status.Version.History, func(h configv1.UpdateHistory) bool {
+		return h.State == configv1.CompletedUpdate
+	})
 }
 
 func startedAt(hc *hyperv1.HostedCluster) (time.Time, bool) {

@@ -48,6 +48,9 @@ func (w *world) at(t time.Time) Plan {
 			w.hc.Finalizers = append(w.hc.Finalizers, meta.FinalizerHyperShift)
 			w.hc.Annotations[AnnotationStarted] = t.Format(time.RFC3339Nano)
 		}
+		if !p.Restart.IsZero() {
+			w.hc.Annotations[AnnotationStarted] = p.Restart.Format(time.RFC3339Nano)
+		}
 		if p.SetBaseDomain != "" {
 			w.hc.Spec.DNS.BaseDomain = p.SetBaseDomain
 		}
@@ -178,6 +181,7 @@ func TestStepDetails(t *testing.T) {
 		}
 	}
 
+	w.at(frac(0.2))
 	p = w.at(frac(0.4))
 	if !p.Kubeconfig || w.hc.Status.KubeConfig == nil || w.hc.Status.KubeConfig.Name != "dev-cluster-01-admin-kubeconfig" {
 		t.Fatalf("at Available: kubeconfig plan %v status %v", p.Kubeconfig, w.hc.Status.KubeConfig)
@@ -213,6 +217,45 @@ func TestStepDetails(t *testing.T) {
 	}
 	if p := Step(Observed{HC: w.hc, NodePools: w.nps, Now: frac(1.0)}, tl); len(p.NPRelease) != 0 {
 		t.Fatalf("live NodePool released: %v", p.NPRelease)
+	}
+}
+
+// A late simulator (its queue ran behind) still writes every phase of the install, each for its length: a pass
+// long after the clock's next phase writes that phase and sets the clock back to its start. Without it, a pass at
+// 1.0 R after one at t0 made a cluster READY that the SP had never seen PROVISIONING.
+func TestStepLatePassesWriteEveryPhase(t *testing.T) {
+	settings := status.DefaultSettings()
+	w := newWorld("kubevirt-minimal", "")
+	w.at(t0)
+	at := func(tm time.Time, want status.Status) Plan {
+		t.Helper()
+		p := Step(Observed{HC: w.hc, NodePools: w.nps, Now: tm}, tl)
+		w.at(tm)
+		if got := status.Map(w.hc, w.nps, tm, settings).Status; got != want {
+			t.Fatalf("at %v: %s, want %s", tm.Sub(t0), got, want)
+		}
+		return p
+	}
+	late := frac(1.2)
+	if p := at(late, status.Provisioning); !p.Restart.Equal(late.Add(-15 * time.Second)) {
+		t.Fatalf("restart %v, want 0.15 R before the late pass", p.Restart.Sub(t0))
+	}
+	if apimeta.IsStatusConditionTrue(w.hc.Status.Conditions, "Available") {
+		t.Fatal("the late pass wrote two phases: Available with the control plane's start")
+	}
+	later := late.Add(time.Duration(2 * float64(tl.ReadyAfter)))
+	if p := at(later, status.Provisioning); !p.Restart.Equal(later.Add(-35 * time.Second)) {
+		t.Fatalf("restart %v, want 0.35 R before the second late pass", p.Restart.Sub(t0))
+	}
+	if c := w.hc.Status.Version.History[0]; c.State != "Partial" {
+		t.Fatalf("the second late pass completed the rollout with Available: %+v", c)
+	}
+	// From the last restart, the rest of the timeline at its pace: READY 0.65 R later, not before.
+	at(later.Add(60*time.Second), status.Provisioning)
+	at(later.Add(66*time.Second), status.Ready)
+	// Installed: no more restarts.
+	if p := at(later.Add(10*time.Duration(tl.ReadyAfter)), status.Ready); !p.Restart.IsZero() {
+		t.Fatalf("an installed cluster's clock was set back: %v", p.Restart)
 	}
 }
 
