@@ -110,7 +110,7 @@ type Observed struct {
 
 // Plan is what the simulator does next for one HostedCluster. The controller applies it; Step decides it.
 type Plan struct {
-	Start         bool // add the finalizer and AnnotationStarted
+	Start bool // add the finalizer and AnnotationStarted
 	// Restart sets AnnotationStarted back to this time: a late pass writes the next phase, not a later one.
 	Restart       time.Time
 	SetBaseDomain string
