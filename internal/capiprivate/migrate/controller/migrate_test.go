@@ -945,7 +945,7 @@ func TestTwoHostedClustersInSequence(t *testing.T) {
 	}
 	r.start(nil)
 	secondKey := types.NamespacedName{Namespace: r.ns, Name: "second"}
-	testwait.For(t, runWithin, "both HostedClusters migrated", func() bool {
+	testwait.For(t, 2*runWithin, "both HostedClusters migrated (two runs, one after the other)", func() bool {
 		h := &hyperv1.HostedCluster{}
 		return migrated(r.annotations()) && harness.Client.Get(t.Context(), secondKey, h) == nil && migrated(h.Annotations)
 	})
