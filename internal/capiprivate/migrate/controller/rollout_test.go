@@ -206,7 +206,12 @@ func TestHealthMachineRollsBack(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { setReady(corev1.ConditionTrue) })
-	why := unhealthyRun(t, r, plan.UnpausePrivate, func() { setReady(corev1.ConditionFalse) }, nil)
+	// Resuming's deadline leaves the CAPI controllers time to carry the NotReady Node into the private Machine's and
+	// Cluster's conditions on a loaded machine (25 s once ended the run before they had: a bare
+	// health-check-timeout).
+	why := unhealthyRun(t, r, plan.UnpausePrivate, func() { setReady(corev1.ConditionFalse) }, func(o *controller.RunOptions) {
+		o.Config.ResumeTimeout = 90 * time.Second
+	})
 	// The NotReady Node turns the private Machine's conditions False and, through them, the private Cluster's
 	// (Available, WorkersAvailable): the check reports whichever it looks at first.
 	prefix := plan.ReasonHealthCheckTimeout + ": roll back: " + plan.ReasonHealthCheckTimeout + " ("
