@@ -27,9 +27,10 @@ func newInjectCommand() *cobra.Command {
 	o.Policy = inject.DefaultCertPolicy
 	cmd := &cobra.Command{
 		Use:   "inject",
-		Short: "Serve the Pod admission webhook that adds the proxy sidecar to HyperShift's CAPI components, and keep each marked namespace's loopback certificates",
+		Short: "Serve the Pod admission webhook that adds the proxy sidecar to HyperShift's CAPI components of private clusters, and keep their namespaces' loopback certificates",
 		Long: "Serves the mutating webhook (" + inject.Path + " over HTTPS) that injects the capi-private proxy as a native sidecar " +
-			"into the Pods of the configured components in namespaces labelled " + inject.MarkerLabel + "=" + inject.MarkerValue +
+			"into the Pods of the configured components in the hosted control plane namespaces of private HostedClusters (decided " +
+			"from each namespace's HostedCluster) and of the operator in namespaces labelled " + inject.MarkerLabel + "=" + inject.MarkerValue +
 			", and runs the controller that keeps the Secret " + inject.LoopbackSecret + " (loopback CA and the sidecar's serving " +
 			"certificate) current in each of those namespaces. See docs/capi-private.md, \"Sidecar injection\".",
 		Args: cobra.NoArgs,

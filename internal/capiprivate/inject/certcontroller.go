@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
 
 // ManagedByLabel marks the Secrets the injector writes.
@@ -24,11 +26,13 @@ const ManagedByLabel = "app.kubernetes.io/managed-by"
 // DefaultResync bounds the time between two checks of a namespace's Secret.
 const DefaultResync = 10 * time.Minute
 
-// CertController keeps LoopbackSecret current in every namespace labelled MarkerLabel=MarkerValue: it creates it,
-// renews the serving certificate, rotates the CA and repairs a Secret someone broke (PlanCerts decides). A Secret
-// is never deleted: Pods injected earlier may still mount it after the marker is removed.
+// CertController keeps LoopbackSecret current in every namespace whose Pods are injected: those labelled
+// MarkerLabel=MarkerValue and the hosted control plane namespaces whose route is Proxied. It creates it, renews the
+// serving certificate, rotates the CA and repairs a Secret someone broke (PlanCerts decides). A Secret is never
+// deleted: Pods injected earlier may still mount it after the namespace's route changed.
 type CertController struct {
 	Client client.Client
+	Routes Router
 	Policy CertPolicy
 	// Now is the clock (default time.Now); Resync the longest wait between checks (default DefaultResync).
 	Now     func() time.Time
@@ -51,8 +55,20 @@ func (r *CertController) Reconcile(ctx context.Context, req reconcile.Request) (
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: req.Name}, ns); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if ns.Labels[MarkerLabel] != MarkerValue || ns.DeletionTimestamp != nil {
+	if ns.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
+	}
+	if ns.Labels[MarkerLabel] != MarkerValue {
+		route, err := r.Routes.Route(ctx, ns.Name)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		switch route.Route {
+		case Direct:
+			return reconcile.Result{}, nil
+		case Unknown: // a HostedCluster's change (its classification) enqueues the namespace again
+			return reconcile.Result{RequeueAfter: time.Minute}, nil
+		}
 	}
 	now := r.now()
 	secret := &corev1.Secret{}
@@ -115,18 +131,23 @@ func (r *CertController) resync() time.Duration {
 	return DefaultResync
 }
 
-// SetupWithManager watches marked Namespaces and their LoopbackSecrets (the manager's cache must hold them: see
-// CacheOptions).
+// SetupWithManager watches marked and hosted control plane Namespaces, their LoopbackSecrets and the HostedClusters
+// that decide their routes (the manager's cache must hold them: see CacheOptions).
 func (r *CertController) SetupWithManager(mgr ctrl.Manager) error {
-	marked := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[MarkerLabel] == MarkerValue })
+	candidate := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[MarkerLabel] == MarkerValue || o.GetLabels()[HostedControlPlaneLabel] == "true"
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("capi-private-loopback-certs").
-		For(&corev1.Namespace{}, builder.WithPredicates(marked)).
+		For(&corev1.Namespace{}, builder.WithPredicates(candidate)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			if o.GetName() != LoopbackSecret {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
+		})).
+		WatchesMetadata(HostedClusterMeta(), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: plan.ControlPlaneNamespace(o.GetNamespace(), o.GetName())}}}
 		})).
 		Complete(r)
 }

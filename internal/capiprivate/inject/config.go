@@ -4,10 +4,11 @@
 // loopback CA and serving certificate (the Secret LoopbackSecret) current. HyperShift keeps owning and re-rendering
 // its Deployments; only the admitted Pods differ.
 //
-// Which Pods are injected is decided twice, the same way: kube-apiserver sends only Pods of namespaces labelled
-// MarkerLabel=MarkerValue whose labels select a configured component (WebhookConfiguration), and Inject re-checks
-// the Pod against the same Config. The decision is the pure function Inject; the HTTP handler only decodes and
-// encodes.
+// Which Pods are injected: kube-apiserver sends only Pods whose labels select a configured component, a control
+// plane component's in a hosted control plane namespace, the operator's in a namespace labelled
+// MarkerLabel=MarkerValue (WebhookConfiguration). The injector decides a control plane namespace's route from its
+// HostedCluster (the pure RouteOf, fed by Routes), and Inject re-checks the Pod against the same Config and
+// builds it. The HTTP handler only decodes, asks and encodes.
 package inject
 
 import (
@@ -20,8 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// The marker and what the injector writes. The migrator sets MarkerLabel on a hosted control plane namespace at
-// its switch step and removes it on rollback; the install sets it on the private HyperShift operator's namespace.
+// The marker and what the injector writes. The install sets MarkerLabel on the private HyperShift operator's
+// namespace; the migrator sets it on a locked HostedCluster's control plane namespace at its switch step (RouteOf)
+// and removes it on rollback.
 const (
 	// MarkerLabel=MarkerValue on a Namespace puts its matching Pods under injection.
 	MarkerLabel = "hypershift.openshift.io/private-capi-proxy"

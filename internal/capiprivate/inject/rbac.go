@@ -7,13 +7,15 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
-// Rules is the RBAC of `capi-private inject` (a ClusterRole bound to its identity): read Namespaces; read and
+// Rules is the RBAC of `capi-private inject` (a ClusterRole bound to its identity): read Namespaces and
+// HostedClusters (a namespace's route); read and
 // write only the Secrets named LoopbackSecret (kube-apiserver authorizes a list or watch by name when its field
 // selector names one object, which is how the injector's cache asks); create Secrets (a create cannot be limited
 // by name). The webhook itself needs no permission.
 func Rules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{HostedClusterKind.Group}, Resources: []string{"hostedclusters"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{LoopbackSecret},
 			Verbs: []string{"get", "list", "watch", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -40,7 +39,8 @@ const (
 type RunOptions struct {
 	Config Config
 	Policy CertPolicy
-	// Kube reaches kube-apiserver (Namespaces read; LoopbackSecret read and written; Leases with LeaderElection).
+	// Kube reaches kube-apiserver (Namespaces and HostedClusters read; LoopbackSecret read and written; Leases with
+	// LeaderElection).
 	Kube *rest.Config
 	// Listen is the webhook's HTTPS address (Path); CertFile and KeyFile its key pair, reloaded when they change.
 	Listen            string
@@ -88,7 +88,11 @@ func Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	cc := &CertController{Client: mgr.GetClient(), Policy: o.Policy, Now: o.Now, Resync: o.Resync, Actions: actions}
+	if err := IndexControlPlaneNamespace(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	routes := &Routes{Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
+	cc := &CertController{Client: mgr.GetClient(), Routes: routes, Policy: o.Policy, Now: o.Now, Resync: o.Resync, Actions: actions}
 	if err := cc.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -101,7 +105,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	errs := make(chan error, 3)
 	go func() { errs <- mgr.Start(ctx) }()
 	go func() {
-		errs <- webhook.ServeTLS(ctx, l, o.CertFile, o.KeyFile, webhookMux(NewHandler(&o.Config, m)), podReviewLimits)
+		errs <- webhook.ServeTLS(ctx, l, o.CertFile, o.KeyFile, webhookMux(NewHandler(&o.Config, routes, m)), podReviewLimits)
 	}()
 	msrv := &http.Server{Handler: healthMux(reg), ReadHeaderTimeout: 10 * time.Second}
 	go func() { errs <- msrv.Serve(ml) }()
@@ -143,12 +147,11 @@ func newManager(o RunOptions) (ctrl.Manager, error) {
 	})
 }
 
-// CacheOptions keep in the cache only what the certificate controller reads: marked Namespaces and the Secrets
+// CacheOptions keep in the cache only what the injector reads: Namespaces, HostedClusters' metadata and the Secrets
 // named LoopbackSecret (so its RBAC can name that one Secret).
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Namespace{}: {Label: labels.SelectorFromSet(labels.Set{MarkerLabel: MarkerValue})},
-		&corev1.Secret{}:    {Field: fields.OneTermEqualSelector("metadata.name", LoopbackSecret)},
+		&corev1.Secret{}: {Field: fields.OneTermEqualSelector("metadata.name", LoopbackSecret)},
 	}}
 }
 

@@ -28,20 +28,24 @@ const (
 )
 
 // WebhookConfiguration is the MutatingWebhookConfiguration name that sends exactly c's target Pods to the
-// injector at cc (whose service path or URL must end in Path). Both webhooks fail closed (failurePolicy Fail) and
-// both are scoped to namespaces labelled MarkerLabel=MarkerValue; one selects the control plane components by
-// ComponentLabel, the other the operator by OperatorSelector. A Pod that matches neither never reaches the
-// injector, so it is never blocked by it; a Pod that matches is refused while the injector is down.
+// injector at cc (whose service path or URL must end in Path). Both webhooks fail closed (failurePolicy Fail).
+// The components webhook selects the control plane components by ComponentLabel in every hosted control plane
+// namespace (HostedControlPlaneLabel=true: HyperShift labels the namespace before it creates a component, so a
+// cluster is proxied from its first Pod), and the injector decides each namespace's route (RouteOf). The operator
+// webhook selects the operator by OperatorSelector in namespaces labelled MarkerLabel=MarkerValue (the private
+// operator's, by its install). A Pod that matches neither never reaches the injector, so it is never blocked by
+// it; a Pod that matches is refused while the injector is down.
 func WebhookConfiguration(name string, c *Config, cc admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.MutatingWebhookConfiguration {
-	ns := &metav1.LabelSelector{MatchLabels: map[string]string{MarkerLabel: MarkerValue}}
 	var hooks []admissionregistrationv1.MutatingWebhook
 	if len(c.Reroutes) > 0 {
+		ns := &metav1.LabelSelector{MatchLabels: map[string]string{HostedControlPlaneLabel: "true"}}
 		sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 			Key: c.ComponentLabel, Operator: metav1.LabelSelectorOpIn, Values: c.components(),
 		}}}
 		hooks = append(hooks, podWebhook(ComponentsWebhook, cc, ns, sel))
 	}
 	if c.OperatorSelector != nil && !c.OperatorSelector.Empty() {
+		ns := &metav1.LabelSelector{MatchLabels: map[string]string{MarkerLabel: MarkerValue}}
 		hooks = append(hooks, podWebhook(OperatorWebhook, cc, ns, selectorOf(c)))
 	}
 	return &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}, Webhooks: hooks}
@@ -85,22 +89,29 @@ func selectorOf(c *Config) *metav1.LabelSelector {
 	return out
 }
 
-// Handler is the admission handler: it decodes the Pod, asks Inject and answers with the JSON patch, an
-// unchanged admission or a denial.
+// Router says a hosted control plane namespace's route (Routes).
+type Router interface {
+	Route(ctx context.Context, namespace string) (RouteDecision, error)
+}
+
+// Handler is the admission handler: it decodes the Pod, asks the namespace's route for a control plane
+// component and Inject, and answers with the JSON patch, an unchanged admission or a denial.
 type Handler struct {
 	Config  *Config
+	Routes  Router
 	Metrics *Metrics
 	decoder admission.Decoder
 }
 
-// NewHandler builds the admission webhook (an http.Handler) for c, counting into m (nil: no metrics).
-func NewHandler(c *Config, m *Metrics) http.Handler {
-	h := &Handler{Config: c, Metrics: m, decoder: admission.NewDecoder(runtime.NewScheme())}
+// NewHandler builds the admission webhook (an http.Handler) for c, deciding namespaces' routes with r and counting
+// into m (nil: no metrics).
+func NewHandler(c *Config, r Router, m *Metrics) http.Handler {
+	h := &Handler{Config: c, Routes: r, Metrics: m, decoder: admission.NewDecoder(runtime.NewScheme())}
 	return &admission.Webhook{Handler: h}
 }
 
 // Handle implements admission.Handler.
-func (h *Handler) Handle(_ context.Context, req admission.Request) admission.Response {
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	if req.Kind.Group != "" || req.Kind.Kind != "Pod" || req.Operation != admissionv1.Create {
 		return admission.Allowed("not a Pod create")
@@ -111,6 +122,21 @@ func (h *Handler) Handle(_ context.Context, req admission.Request) admission.Res
 	}
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
+	}
+	if comp, _, ok := h.Config.Target(pod); ok && comp != OperatorComponent {
+		r, err := h.Routes.Route(ctx, pod.Namespace)
+		if err != nil {
+			h.Metrics.observe(Decision{Component: comp, Result: Refused}, time.Since(start))
+			return admission.Denied("capi-private sidecar injection (" + comp + "): cannot decide the namespace's route, retry: " + err.Error())
+		}
+		switch r.Route {
+		case Unknown:
+			h.Metrics.observe(Decision{Component: comp, Result: Refused}, time.Since(start))
+			return admission.Denied("capi-private sidecar injection (" + comp + "): undecided, retry: " + r.Reason)
+		case Direct:
+			h.Metrics.observe(Decision{Component: comp, Result: NotTarget}, time.Since(start))
+			return admission.Allowed("not proxied: " + r.Reason)
+		}
 	}
 	out, d := Inject(pod, h.Config)
 	h.Metrics.observe(d, time.Since(start))

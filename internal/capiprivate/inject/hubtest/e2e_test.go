@@ -23,6 +23,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/rbacmirror"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
@@ -98,14 +99,15 @@ func newKubelet(t *testing.T) *injecttest.Kubelet {
 	return &injecttest.Kubelet{Client: cs, ServiceHost: hub.Hostname(), ServicePort: hub.Port(), Root: t.TempDir()}
 }
 
-// createMarkedCluster writes the hosted cluster's objects in the private groups, as HyperShift creates its control
-// plane namespace with them; then the namespace gets HyperShift's label and the marker (the migrator's switch
-// step, or a cluster created private).
+// createMarkedCluster writes a private hosted cluster's objects in the private groups, as HyperShift creates its
+// control plane namespace with them (the HostedCluster carries the classifier's mark, a fixture here); then the
+// namespace gets this test's registration label (and the mirror's).
 func createMarkedCluster(t *testing.T, ctx context.Context, h *capipods.Harness, name string, mirrored bool) *capipods.HostedCluster {
 	t.Helper()
 	hcNamespace := namespace(t, "clusters-"+name, name, false)
 	hc, err := h.CreateHostedCluster(ctx, capipods.HostedClusterSpec{
 		Namespace: hcNamespace, Name: "demo", Groups: capipods.PrivateGroups,
+		Annotations:        map[string]string{plan.PrivateTypesAnnotation: "true"},
 		MachineDeployments: []capipods.MachineDeploymentSpec{{Name: name + "-workers", Replicas: 2}},
 	})
 	if err != nil {
@@ -114,7 +116,7 @@ func createMarkedCluster(t *testing.T, ctx context.Context, h *capipods.Harness,
 	t.Cleanup(func() {
 		env.DeleteNamespace(hc.Namespace())
 	})
-	nsLabels := map[string]string{TestLabel: name, inject.MarkerLabel: inject.MarkerValue, "hypershift.openshift.io/hosted-control-plane": "true"}
+	nsLabels := map[string]string{TestLabel: name}
 	if mirrored {
 		nsLabels[MirrorLabel] = "on"
 	}

@@ -24,11 +24,15 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
 )
 
@@ -135,7 +139,7 @@ func startInjector(ctx context.Context, name string, now func() time.Time, confi
 	if err == nil {
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		err = injecttest.WaitEffective(wctx, env.Client, ns, in.Exited())
+		err = injecttest.WaitEffective(wctx, env.Client, "cluster-api", ns, in.Exited())
 	}
 	if err != nil {
 		_ = in.Stop()
@@ -165,17 +169,37 @@ func (in *injector) counter(t testing.TB, series string) float64 {
 
 var nsCounter atomic.Int64
 
-// createNamespace makes a namespace for injector's registration, marked or not, labelled as a hosted control
-// plane namespace.
-func createNamespace(ctx context.Context, prefix, injector string, marked bool) (string, error) {
+// createNamespace makes a namespace for injector's registration. A proxied one is the control plane namespace of a
+// private HostedCluster (created in its own namespace, with the classifier's mark, as a fixture: the classifier's
+// own work is TestBornPrivate's), labelled as HyperShift labels it, and marked as the private operator's namespace
+// is (the operator's Pods are injected there too). Any other is a plain namespace, which the webhooks never select.
+func createNamespace(ctx context.Context, prefix, injector string, proxied bool) (string, error) {
 	name := fmt.Sprintf("%s-%d", prefix, nsCounter.Add(1))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		TestLabel: injector, "hypershift.openshift.io/hosted-control-plane": "true",
-	}}}
-	if marked {
-		ns.Labels[inject.MarkerLabel] = inject.MarkerValue
+	if !proxied {
+		return name, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{TestLabel: injector}}})
 	}
-	return name, env.Client.Create(ctx, ns)
+	hc := capipods.HostedClusterSpec{Namespace: name, Name: "hc", Annotations: map[string]string{plan.PrivateTypesAnnotation: "true"}}
+	if err := createHostedCluster(ctx, hc); err != nil {
+		return "", err
+	}
+	cp := hc.ControlPlaneNamespace()
+	return cp, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cp, Labels: map[string]string{
+		TestLabel: injector, capipods.HostedControlPlaneLabel: "true", inject.MarkerLabel: inject.MarkerValue,
+	}}})
+}
+
+// createHostedCluster creates the HostedCluster of spec alone, and its namespace.
+func createHostedCluster(ctx context.Context, spec capipods.HostedClusterSpec) error {
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: spec.Namespace}}); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(spec.HostedCluster())
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: raw}
+	u.SetGroupVersionKind(inject.HostedClusterKind)
+	return env.Client.Create(ctx, u)
 }
 
 func namespace(t testing.TB, prefix, injector string, marked bool) string {
@@ -186,6 +210,9 @@ func namespace(t testing.TB, prefix, injector string, marked bool) string {
 	}
 	t.Cleanup(func() {
 		env.DeleteNamespace(name)
+		if hcNamespace, ok := strings.CutSuffix(name, "-hc"); ok {
+			env.DeleteNamespace(hcNamespace)
+		}
 	})
 	return name
 }

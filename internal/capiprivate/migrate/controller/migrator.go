@@ -328,7 +328,9 @@ func (m *Migrator) persist(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 }
 
 // ControlPlaneNamespace is HyperShift's hosted control plane namespace of a HostedCluster.
-func ControlPlaneNamespace(hc *hyperv1.HostedCluster) string { return hc.Namespace + "-" + hc.Name }
+func ControlPlaneNamespace(hc *hyperv1.HostedCluster) string {
+	return plan.ControlPlaneNamespace(hc.Namespace, hc.Name)
+}
 
 // webhookHealthy: the conversion probe passes (its dry-run create goes through the private CRDs and the webhook).
 func (m *Migrator) webhookHealthy(ctx context.Context) bool {

@@ -237,3 +237,10 @@ func (c Changes) MergePatch() map[string]any {
 	}
 	return out
 }
+
+// ControlPlaneNamespace is HyperShift's hosted control plane namespace of the HostedCluster namespace/name: the
+// two joined by a dash, the name's dots made dashes (hypershift-operator/controllers/manifests/manifests.go,
+// HostedControlPlaneNamespace).
+func ControlPlaneNamespace(namespace, name string) string {
+	return namespace + "-" + strings.ReplaceAll(name, ".", "-")
+}

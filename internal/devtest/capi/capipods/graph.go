@@ -155,7 +155,8 @@ func (s HostedClusterSpec) Objects() []client.Object {
 	ns, infra := s.ControlPlaneNamespace(), s.infraID()
 	hcKey := s.Namespace + "/" + s.Name
 	out := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Annotations: map[string]string{HostedClusterAnnotation: hcKey}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{HostedControlPlaneLabel: "true"},
+			Annotations: map[string]string{HostedClusterAnnotation: hcKey}}},
 		s.hostedCluster(),
 		s.hostedControlPlane(),
 	}
@@ -273,6 +274,9 @@ func (s HostedClusterSpec) services() []hyperv1.ServicePublishingStrategyMapping
 	}
 	return out
 }
+
+// HostedCluster is the HostedCluster object alone (as a user creates it, before any operator has seen it).
+func (s HostedClusterSpec) HostedCluster() *hyperv1.HostedCluster { return s.hostedCluster() }
 
 func (s HostedClusterSpec) hostedCluster() *hyperv1.HostedCluster {
 	return &hyperv1.HostedCluster{

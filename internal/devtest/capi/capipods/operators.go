@@ -390,5 +390,12 @@ func (r *hoReconciler) markProvisioned(ctx context.Context, hcp *hyperv1.HostedC
 	return r.client.Status().Patch(ctx, kc, client.MergeFrom(orig))
 }
 
-// ControlPlaneNamespace is HyperShift's hosted control plane namespace of a HostedCluster: <namespace>-<name>.
-func ControlPlaneNamespace(namespace, name string) string { return namespace + "-" + name }
+// ControlPlaneNamespace is HyperShift's hosted control plane namespace of a HostedCluster: <namespace>-<name>, the
+// name's dots made dashes (hypershift-operator/controllers/manifests/manifests.go, HostedControlPlaneNamespace).
+func ControlPlaneNamespace(namespace, name string) string {
+	return namespace + "-" + strings.ReplaceAll(name, ".", "-")
+}
+
+// HostedControlPlaneLabel=true is on every hosted control plane namespace HyperShift creates
+// (hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go, reconcileControlPlaneNamespace).
+const HostedControlPlaneLabel = "hypershift.openshift.io/hosted-control-plane"

@@ -16,7 +16,6 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
@@ -45,9 +44,9 @@ type injection struct {
 }
 
 // startInjection runs `capi-private inject` and `capi-private rbac-mirror` in-process (the webhook over HTTPS with
-// the hub's webhook key pair), registers the injector's webhooks, marks the demo control plane namespace and the
-// private operator's namespace, and creates one Pod of each HyperShift component from its recorded Deployment,
-// with the component's ServiceAccount, Role and binding.
+// the hub's webhook key pair), registers the injector's webhooks, marks the private operator's namespace, and
+// creates one Pod of each HyperShift component from its recorded Deployment, with the component's ServiceAccount,
+// Role and binding.
 func startInjection(ctx context.Context, env *capihub.Env, controlPlane string, log logr.Logger) (in *injection, err error) {
 	in = &injection{}
 	defer func() {
@@ -77,7 +76,7 @@ func startInjection(ctx context.Context, env *capihub.Env, controlPlane string, 
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := injecttest.WaitEffective(waitCtx, env.Client, controlPlane, injector.Exited()); err != nil {
+	if err := injecttest.WaitEffective(waitCtx, env.Client, "cluster-api", controlPlane, injector.Exited()); err != nil {
 		return nil, err
 	}
 	if err := in.createPods(ctx, env.Client, controlPlane); err != nil {
@@ -110,8 +109,9 @@ func (in *injection) stop() error {
 	return errors.Join(errs...)
 }
 
-// prepareNamespaces: HyperShift's PriorityClasses, the marker (and the hosted-control-plane label the RBAC mirror
-// selects by) on the demo control plane namespace, and the marked operator namespace.
+// prepareNamespaces: HyperShift's PriorityClasses and the private operator's namespace, marked for injection as its
+// install marks it. The demo control plane namespace is left as HyperShift made it: the injector decides it from
+// its HostedCluster.
 func prepareNamespaces(ctx context.Context, c client.Client, controlPlane string) error {
 	for _, pc := range []string{"hypershift-control-plane", "hypershift-operator"} {
 		if err := c.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: pc}, Value: 100000000}); client.IgnoreAlreadyExists(err) != nil {
@@ -120,10 +120,6 @@ func prepareNamespaces(ctx context.Context, c client.Client, controlPlane string
 	}
 	op := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: OperatorNamespace, Labels: map[string]string{inject.MarkerLabel: inject.MarkerValue}}}
 	if err := c.Create(ctx, op); client.IgnoreAlreadyExists(err) != nil {
-		return err
-	}
-	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q,"hypershift.openshift.io/hosted-control-plane":"true"}}}`, inject.MarkerLabel, inject.MarkerValue)
-	if err := c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlPlane}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return err
 	}
 	f, err := injecttest.Load("cluster-api", controlPlane)
@@ -187,7 +183,7 @@ func (in *injection) countTwins(ctx context.Context, c client.Client, controlPla
 
 // print summarizes the injected Pods: which containers go through the sidecar.
 func (in *injection) print(w io.Writer, kubectl string) {
-	fmt.Fprintf(w, "\nSidecar injection (capi-private inject at %s; Pods of namespaces labelled %s=%s):\n", in.URL, inject.MarkerLabel, inject.MarkerValue)
+	fmt.Fprintf(w, "\nSidecar injection (capi-private inject at %s; the components of private clusters' control planes, the operator in namespaces labelled %s=%s):\n", in.URL, inject.MarkerLabel, inject.MarkerValue)
 	fmt.Fprintf(w, "  %-56s %-31s %-31s %s\n", "POD", "COMPONENT", "REROUTED TO THE SIDECAR", "LEFT ALONE")
 	for _, p := range in.Pods {
 		comp := p.Labels[inject.DefaultComponentLabel]

@@ -170,11 +170,12 @@ func (f *Fixture) Pod(name string) *corev1.Pod {
 	}
 }
 
-// WaitEffective creates dry-run cluster-api Pods in namespace ns (which must be marked for the injector and hold
-// the cluster-api ServiceAccount) until one comes back injected: the webhook registration has reached
-// kube-apiserver's admission chain. It gives up when ctx ends or exited is closed.
-func WaitEffective(ctx context.Context, c client.Client, ns string, exited <-chan struct{}) error {
-	f, err := Load("cluster-api", ns)
+// WaitEffective creates dry-run Pods of component in namespace ns (where the injector must inject them: a private
+// cluster's control plane namespace, or a marked one for the operator; it must hold the component's
+// ServiceAccount) until one comes back injected: the webhook registration has reached kube-apiserver's admission
+// chain. It gives up when ctx ends or exited is closed.
+func WaitEffective(ctx context.Context, c client.Client, component, ns string, exited <-chan struct{}) error {
+	f, err := Load(component, ns)
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func WaitEffective(ctx context.Context, c client.Client, ns string, exited <-cha
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the injector never answered for %s (last error %v)", ns, err)
+			return fmt.Errorf("the injector never injected a %s Pod in %s (last error %v)", component, ns, err)
 		case <-exited:
 			return fmt.Errorf("the injector exited")
 		case <-time.After(100 * time.Millisecond):

@@ -92,9 +92,9 @@ func (in *Injector) Stop() error {
 	return in.err
 }
 
-// StartInstalled runs the injector as installed: registered (as "capi-private-inject") for every namespace marked
-// for injection, and waits until kube-apiserver sends it Pods, proved by injecting HyperShift's cluster-api Pod in
-// a marked probe namespace. The hub needs ServiceAccount admission (the Pod's projected kube-api-access volume).
+// StartInstalled runs the injector as installed: registered (as "capi-private-inject"), and waits until
+// kube-apiserver sends it Pods, proved by injecting HyperShift's operator Pod in a probe namespace marked as the
+// private operator's install marks its own. The hub needs ServiceAccount admission (the Pod's projected kube-api-access volume).
 // A switch's rollout goes through it.
 func StartInstalled(ctx context.Context, c client.Client, o InjectorOptions) (*Injector, error) {
 	o.Registration = "capi-private-inject"
@@ -102,14 +102,16 @@ func StartInstalled(ctx context.Context, c client.Client, o InjectorOptions) (*I
 	if err != nil {
 		return nil, err
 	}
-	// The probe Pod is HyperShift's cluster-api Pod: its PriorityClass must exist.
-	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "hypershift-control-plane"}, Value: 100000000}
-	if err := c.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
-		_ = in.Stop()
-		return nil, err
+	// The probe Pod is HyperShift's operator Pod; the control plane components' Pods name the other PriorityClass.
+	for _, name := range []string{"hypershift-control-plane", "hypershift-operator"} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: 100000000}
+		if err := c.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
+			_ = in.Stop()
+			return nil, err
+		}
 	}
 	probe := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "inject-probe", Labels: map[string]string{inject.MarkerLabel: inject.MarkerValue}}}
-	f, err := Load("cluster-api", probe.Name)
+	f, err := Load(Operator, probe.Name)
 	if err == nil {
 		err = c.Create(ctx, probe)
 	}
@@ -119,7 +121,7 @@ func StartInstalled(ctx context.Context, c client.Client, o InjectorOptions) (*I
 	if err == nil {
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		err = WaitEffective(wctx, c, probe.Name, in.Exited())
+		err = WaitEffective(wctx, c, Operator, probe.Name, in.Exited())
 	}
 	if err != nil {
 		_ = in.Stop()

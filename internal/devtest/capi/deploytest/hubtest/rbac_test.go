@@ -41,8 +41,8 @@ func TestMain(m *testing.M) {
 	os.Exit(capihub.MainWith(m, &env, capihub.Options{ServiceAccounts: true}))
 }
 
-// installRBAC installs the rendered base's namespace, ServiceAccounts and RBAC, and HyperShift's PriorityClass
-// (the recorded Pods name it).
+// installRBAC installs the rendered base's namespace, ServiceAccounts and RBAC, and HyperShift's PriorityClasses
+// (the recorded Pods name them).
 func installRBAC(t *testing.T) {
 	t.Helper()
 	n, err := deploytest.ApplyRBAC(t.Context(), env.Client, manifesttest.Render(t, deploytest.Dir))
@@ -50,9 +50,11 @@ func installRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("applied %d RBAC objects of %s", n, deploytest.Dir)
-	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "hypershift-control-plane"}, Value: 100000000}
-	if err := env.Client.Create(t.Context(), pc); client.IgnoreAlreadyExists(err) != nil {
-		t.Fatal(err)
+	for _, name := range []string{"hypershift-control-plane", "hypershift-operator"} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: 100000000}
+		if err := env.Client.Create(t.Context(), pc); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -184,8 +186,9 @@ func grep(s, prefix string) string {
 	return strings.Join(out, "\n")
 }
 
-// injector runs the injector as its ServiceAccount, leader-elected in capi-private as deployed, registered for
-// marked namespaces: it writes a marked namespace's loopback Secret and admits (injects) a cluster-api Pod there.
+// injector runs the injector as its ServiceAccount, leader-elected in capi-private as deployed (its cache reads
+// Namespaces and HostedClusters), registered for marked namespaces: it writes a marked namespace's loopback Secret
+// and admits (injects) the private operator's Pod there.
 func injector(t *testing.T, id *deploytest.Identity) {
 	ctx := t.Context()
 	cfg := inject.DefaultConfig("quay.io/dcm-sp/capi-private:test")
@@ -207,14 +210,14 @@ func injector(t *testing.T, id *deploytest.Identity) {
 		_ = in.Stop()
 		_ = env.Client.Delete(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "deploytest-inject"}})
 	})
-	f, err := injecttest.Load("cluster-api", ns)
+	// The private operator's Pod in its marked namespace (the components' namespaces are decided by their
+	// HostedCluster, which this test does not need).
+	f, err := injecttest.Load(injecttest.Operator, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range f.RBAC() {
-		if err := env.Client.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
-			t.Fatal(err)
-		}
+	if err := env.Client.Create(ctx, f.ServiceAccount); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
 	}
 	n := &corev1.Namespace{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
@@ -231,15 +234,15 @@ func injector(t *testing.T, id *deploytest.Identity) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: deploytest.Namespace, Name: inject.LeaderElectionID}, lease); err != nil {
 		t.Fatalf("the injector's Lease: %v", err)
 	}
-	if err := injecttest.WaitEffective(ctx, env.Client, ns, in.Exited()); err != nil {
+	if err := injecttest.WaitEffective(ctx, env.Client, injecttest.Operator, ns, in.Exited()); err != nil {
 		t.Fatal(err)
 	}
-	pod := f.Pod("cluster-api-deploytest")
+	pod := f.Pod("operator-deploytest")
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	if !inject.PodInjected(pod) {
-		t.Errorf("the cluster-api Pod was not injected: %+v", pod.Spec.InitContainers)
+		t.Errorf("the operator Pod was not injected: %+v", pod.Spec.InitContainers)
 	}
 }
 
