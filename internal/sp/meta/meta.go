@@ -26,6 +26,10 @@ const (
 	// AnnotationIdempotencyKey holds the Idempotency-Key of the create that made the cluster (the instance id of a
 	// create without ?id= is derived from it).
 	AnnotationIdempotencyKey = "dcm-idempotency-key"
+	// AnnotationHostedClusterUID, on the cluster-scoped ManagedCluster (which a namespaced HostedCluster cannot
+	// own), is the UID of the HostedCluster it was created for: a HostedCluster that is gone or rolled back is
+	// known by it.
+	AnnotationHostedClusterUID = "dcm-hosted-cluster-uid"
 )
 
 // The deletion record (tombstone) of an instance: a ConfigMap that outlives its HostedCluster for a bounded time,

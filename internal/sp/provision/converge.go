@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
@@ -121,7 +122,7 @@ func (s *Converger) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluste
 		creates = true
 	}
 	if objs.ManagedCluster != nil && v.ManagedCluster == nil {
-		steps = append(steps, func() error { return s.createManagedCluster(ctx, id, objs, ch) })
+		steps = append(steps, func() error { return s.createManagedCluster(ctx, hc, objs, ch) })
 		creates = true
 	}
 	// Before the reconciler (re)creates anything, the API server confirms the cluster is not being deleted (a
@@ -179,13 +180,30 @@ func (s *Converger) createChild(ctx context.Context, hc *hyperv1.HostedCluster, 
 	return hubapi.Failure(err, "creating %s %s", kindOf(o), o.GetName())
 }
 
-// createManagedCluster creates the cluster-scoped ManagedCluster (not ownable by a namespaced HostedCluster).
-func (s *Converger) createManagedCluster(ctx context.Context, id string, objs render.Objects, ch *changes) error {
-	mc := objs.ManagedCluster
+// createManagedCluster creates the cluster-scoped ManagedCluster (not ownable by a namespaced HostedCluster),
+// annotated with hc's UID. The reconciler (ch == nil) then confirms hc is still live and, if it is not, deletes
+// what it just created: a create's rollback may have deleted hc between the reconciler's first look and this write.
+// With the rollback's own sweep (deleteManagedClusterOf, after it deleted hc) no ManagedCluster of a gone
+// HostedCluster survives: a write that lands before the sweep's read is swept, one after it sees hc gone.
+func (s *Converger) createManagedCluster(ctx context.Context, hc *hyperv1.HostedCluster, objs render.Objects, ch *changes) error {
+	id := meta.InstanceID(hc.Labels)
+	mc := objs.ManagedCluster.DeepCopy()
+	if mc.Annotations == nil {
+		mc.Annotations = map[string]string{}
+	}
+	mc.Annotations[meta.AnnotationHostedClusterUID] = string(hc.UID)
 	err := s.client.Create(ctx, mc)
 	switch {
 	case err == nil:
 		ch.add(mc)
+		if ch == nil {
+			if lerr := s.stillLive(ctx, hc); errors.Is(lerr, errDeleting) {
+				if derr := s.deleteManagedClusterOf(ctx, mc.Name, hc.UID); derr != nil {
+					return derr
+				}
+				return errDeleting
+			}
+		}
 		return nil
 	case apimeta.IsNoMatchError(err):
 		return nil // no ACM on this hub
@@ -199,6 +217,26 @@ func (s *Converger) createManagedCluster(ctx context.Context, id string, objs re
 		return hubapi.Rejected(err, "ManagedCluster", mc.Name)
 	}
 	return hubapi.Failure(err, "creating ManagedCluster %s", mc.Name)
+}
+
+// deleteManagedClusterOf deletes the ManagedCluster name if it was created for the HostedCluster uid (its
+// annotation), preconditioned on the ManagedCluster's own UID; anything else of that name is left alone.
+func (s *Converger) deleteManagedClusterOf(ctx context.Context, name string, uid types.UID) error {
+	mc := &clusterv1.ManagedCluster{}
+	if err := s.client.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+			return nil
+		}
+		return hubapi.Failure(err, "reading ManagedCluster %s", name)
+	}
+	if mc.Annotations[meta.AnnotationHostedClusterUID] != string(uid) {
+		return nil
+	}
+	mcUID := mc.UID
+	if err := s.client.Delete(ctx, mc, client.Preconditions{UID: &mcUID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return hubapi.Failure(err, "deleting ManagedCluster %s", name)
+	}
+	return nil
 }
 
 // ensureKlusterletAddonConfig creates the cluster's KAC once ACM's namespace for it exists (when ACM objects are

@@ -45,19 +45,27 @@ func (ch *changes) lock() *corev1.ConfigMap {
 }
 
 // rollback deletes, in reverse order, what this request created and releases the Agents it reserved. A
-// HostedCluster loses only the SP's own finalizer (optimistic lock), never the operator's.
+// HostedCluster loses only the SP's own finalizer (optimistic lock), never the operator's. Once the HostedCluster
+// is deleted, the ManagedCluster made for it is deleted whoever created it: the leader's reconciler may have
+// written it first (this request then found it there), and checks the HostedCluster again only after its write.
 func (s *Writer) rollback(ctx context.Context, id string, ch *changes) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for i := len(ch.created) - 1; i >= 0; i-- {
 		o := ch.created[i]
-		if hc, ok := o.(*hyperv1.HostedCluster); ok {
+		hc, isHC := o.(*hyperv1.HostedCluster)
+		if isHC {
 			if err := s.conv.RemoveStatusFinalizer(rctx, hc); err != nil {
 				s.log.Error("rollback: could not remove the status finalizer", "id", id, "name", hc.Name, "error", err)
 			}
 		}
 		if err := s.deleteCreated(rctx, o); err != nil {
 			s.log.Error("rollback: could not delete", "id", id, "kind", kindOf(o), "name", o.GetName(), "error", err)
+		}
+		if isHC && s.cfg.ManageACMObjects {
+			if err := s.conv.deleteManagedClusterOf(rctx, hc.Name, hc.UID); err != nil {
+				s.log.Error("rollback: could not delete the ManagedCluster", "id", id, "name", hc.Name, "error", err)
+			}
 		}
 	}
 	for _, name := range ch.agents {
