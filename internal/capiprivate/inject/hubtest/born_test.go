@@ -1,8 +1,6 @@
 package hubtest
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -12,16 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
 	migratecontroller "github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/installtest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
@@ -67,7 +63,15 @@ func TestBornPrivate(t *testing.T) {
 	labelNamespace(t, rolledBack.ControlPlaneNamespace(), map[string]string{inject.MarkerLabel: inject.MarkerValue})
 
 	// The install: the classifier's startup scan marks the legacy cluster.
-	startClassifier(t, hcNamespace)
+	stop, err := installtest.StartClassifier(env.Config, hcNamespace, logger().WithName("classifier"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
 	testwait.For(t, time.Minute, "the classifier's scope: legacy on the legacy HostedCluster", func() bool {
 		return annotationsOf(t, typed, hcNamespace, legacy.Name)[plan.ScopeAnnotation] == plan.ScopeLegacy
 	})
@@ -109,36 +113,6 @@ func TestBornPrivate(t *testing.T) {
 			t.Errorf("the legacy namespace %s got a loopback Secret", ns)
 		}
 	}
-}
-
-// startClassifier runs the migrator's classifier (as `capi-private migrate` runs it) for the HostedClusters of
-// namespace until the test ends.
-func startClassifier(t *testing.T, namespace string) {
-	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: migratecontroller.Scheme(), Logger: logger().WithName("classifier"),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	uncached, err := client.New(env.Config, client.Options{Scheme: migratecontroller.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&migratecontroller.Classifier{Client: uncached, Namespace: namespace}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Error(err)
-		}
-	})
 }
 
 func annotationsOf(t *testing.T, c client.Client, namespace, name string) map[string]string {

@@ -33,11 +33,12 @@ import (
 	migratecontroller "github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/installtest"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/localhub"
 )
 
-// The annotations dev's fake operators select HostedClusters by: the private one reconciles those marked
-// private-capi-types, the legacy one those marked scope: legacy. (A simplification: HyperShift's private operator
+// The annotations dev's fake operators select HostedClusters by: the private one reconciles those the classifier
+// marked private-capi-types, the legacy one those it gave scope: legacy. (A simplification: HyperShift's private operator
 // takes every HostedCluster without a scope; see docs/capi-private-migration.md, section "Two operators through
 // HyperShift's own scoping".)
 const (
@@ -245,30 +246,38 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (err error) {
 	}
 	stops = append(stops, legacy.Stop)
 
-	fmt.Fprintf(stdout, "creating the demo hosted cluster %s/%s (private groups, pods through the proxy) and %d legacy one(s)…\n",
-		HostedClusterNamespace, DemoCluster, o.LegacyClusters)
-	demo := capipods.HostedClusterSpec{
-		Namespace: HostedClusterNamespace, Name: DemoCluster, Groups: capipods.PrivateGroups,
-		Annotations:         map[string]string{PrivateTypesAnnotation: "true"},
-		MachineDeployments:  []capipods.MachineDeploymentSpec{{Name: DemoCluster + "-workers", Replicas: int32(o.Machines)}},
-		MachineHealthChecks: true, Deployments: true, DeploymentReplicas: 1, Proxied: true,
-	}
-	clusters := []capipods.HostedClusterSpec{demo}
+	// As on a real management cluster: the legacy clusters exist before the install; the classifier (part of
+	// `capi-private migrate`) gives them scope: legacy; the demo cluster is created afterwards and born private (the
+	// classifier marks it). Nothing here annotates a HostedCluster.
+	fmt.Fprintf(stdout, "creating %d legacy hosted cluster(s), starting the classifier, then the demo hosted cluster %s/%s (born private: private groups, pods through the proxy)…\n",
+		o.LegacyClusters, HostedClusterNamespace, DemoCluster)
+	var clusters []*capipods.HostedCluster
 	for i := range o.LegacyClusters {
-		spec := capipods.LegacyHostedCluster(HostedClusterNamespace, fmt.Sprintf("legacy-%d", i+1), 1, o.Machines)
-		spec.Annotations = map[string]string{ScopeAnnotation: "legacy"}
-		clusters = append(clusters, spec)
-	}
-	for _, spec := range clusters {
-		hc, err := h.CreateHostedCluster(startCtx, spec)
+		hc, err := h.CreateHostedCluster(startCtx, capipods.LegacyHostedCluster(HostedClusterNamespace, fmt.Sprintf("legacy-%d", i+1), 1, o.Machines))
 		if err != nil {
 			return err
 		}
+		clusters = append(clusters, hc)
+	}
+	stopClassifier, err := installtest.StartClassifier(env.TokenConfig(env.AdminToken), HostedClusterNamespace, log.WithName("classifier"))
+	if err != nil {
+		return err
+	}
+	stops = append(stops, stopClassifier)
+	demo, err := h.CreateHostedCluster(startCtx, capipods.HostedClusterSpec{
+		Namespace: HostedClusterNamespace, Name: DemoCluster, Groups: capipods.PrivateGroups,
+		MachineDeployments:  []capipods.MachineDeploymentSpec{{Name: DemoCluster + "-workers", Replicas: int32(o.Machines)}},
+		MachineHealthChecks: true, Deployments: true, DeploymentReplicas: 1, Proxied: true,
+	})
+	if err != nil {
+		return err
+	}
+	for _, hc := range append([]*capipods.HostedCluster{demo}, clusters...) {
 		want := 0
-		for _, md := range spec.MachineDeployments {
+		for _, md := range hc.Spec.MachineDeployments {
 			want += int(md.Replicas)
 		}
-		if _, err := hc.WaitMachinesRunning(startCtx, spec.Groups, want, 3*time.Minute); err != nil {
+		if _, err := hc.WaitMachinesRunning(startCtx, hc.Spec.Groups, want, 3*time.Minute); err != nil {
 			return err
 		}
 	}
