@@ -126,11 +126,13 @@ func unhealthyRun(t *testing.T, r *rig, kind plan.Kind, fault func(), mutate fun
 	}
 	r.mu.Unlock()
 	// The deadline of the phase the fault hits is short; the others stay generous (a loaded machine must not turn a
-	// slow switch into the rollback this test expects for another reason).
+	// slow switch into the rollback this test expects for another reason). Switching's must still leave room for
+	// the switch itself: under the stress load one look of the migrator took longer than 25 s, and the run rolled
+	// back before it had switched.
 	cfg := testConfig()
 	switch kind {
 	case plan.Switch:
-		cfg.SwitchTimeout = 25 * time.Second
+		cfg.SwitchTimeout = 60 * time.Second
 	default:
 		cfg.ResumeTimeout = 25 * time.Second
 	}
