@@ -13,8 +13,16 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
 
-// HostedClusterKind is what the injector reads of HyperShift (metadata only: names and annotations).
-var HostedClusterKind = schema.GroupVersionKind{Group: "hypershift.openshift.io", Version: "v1beta1", Kind: "HostedCluster"}
+// HostedClusterKind is what the injector reads of HyperShift (metadata only: names and annotations), and
+// hostedControlPlaneKind what names a namespace's HostedCluster when two HostedClusters map to the namespace.
+var (
+	HostedClusterKind      = schema.GroupVersionKind{Group: "hypershift.openshift.io", Version: "v1beta1", Kind: "HostedCluster"}
+	hostedControlPlaneList = schema.GroupVersionKind{Group: "hypershift.openshift.io", Version: "v1beta1", Kind: "HostedControlPlaneList"}
+)
+
+// hostedClusterAnnotation on a HostedControlPlane names its HostedCluster as <namespace>/<name> (HyperShift's
+// hostedcluster_controller.go writes it).
+const hostedClusterAnnotation = "hypershift.openshift.io/cluster"
 
 // controlPlaneNamespaceIndex indexes the cached HostedClusters by their control plane namespace.
 const controlPlaneNamespaceIndex = "capi-private.controlPlaneNamespace"
@@ -61,6 +69,9 @@ func (r *Routes) Route(ctx context.Context, ns string) (RouteDecision, error) {
 	if err != nil {
 		return RouteDecision{}, err
 	}
+	if owners, err = r.designated(ctx, ns, owners); err != nil {
+		return RouteDecision{}, err
+	}
 	d := RouteOf(ns, labels, owners)
 	if d.Route != Unknown {
 		return d, nil
@@ -76,7 +87,37 @@ func (r *Routes) Route(ctx context.Context, ns string) (RouteDecision, error) {
 			owners = append(owners, Owner{Namespace: o.Namespace, Name: o.Name, Annotations: o.Annotations})
 		}
 	}
+	if owners, err = r.designated(ctx, ns, owners); err != nil {
+		return RouteDecision{}, err
+	}
 	return RouteOf(ns, labels, owners), nil
+}
+
+// designated narrows HostedClusters that map to the same namespace (HyperShift's naming makes "a-b"/"c",
+// "a"/"b-c" and "a"/"b.c" meet) to the one the namespace's HostedControlPlane names: only HyperShift writes that
+// object, whereas anyone who may create a HostedCluster can make another one map here.
+func (r *Routes) designated(ctx context.Context, ns string, owners []Owner) ([]Owner, error) {
+	if len(owners) < 2 {
+		return owners, nil
+	}
+	hcps := &metav1.PartialObjectMetadataList{}
+	hcps.SetGroupVersionKind(hostedControlPlaneList)
+	if err := r.Live.List(ctx, hcps, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing the HostedControlPlanes of %s: %w", ns, err)
+	}
+	var out []Owner
+	for _, o := range owners {
+		for _, hcp := range hcps.Items {
+			if hcp.Annotations[hostedClusterAnnotation] == o.Namespace+"/"+o.Name {
+				out = append(out, o)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return owners, nil // none designated: RouteOf refuses the ambiguity
+	}
+	return out, nil
 }
 
 func (r *Routes) namespaceLabels(ctx context.Context, ns string) (map[string]string, error) {

@@ -8,7 +8,7 @@ import (
 )
 
 // Rules is the RBAC of `capi-private inject` (a ClusterRole bound to its identity): read Namespaces and
-// HostedClusters (a namespace's route); read and
+// HostedClusters, list HostedControlPlanes (a namespace's route); read and
 // write only the Secrets named LoopbackSecret (kube-apiserver authorizes a list or watch by name when its field
 // selector names one object, which is how the injector's cache asks); create Secrets (a create cannot be limited
 // by name). The webhook itself needs no permission.
@@ -16,6 +16,7 @@ func Rules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{HostedClusterKind.Group}, Resources: []string{"hostedclusters"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{HostedClusterKind.Group}, Resources: []string{"hostedcontrolplanes"}, Verbs: []string{"list"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{LoopbackSecret},
 			Verbs: []string{"get", "list", "watch", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},

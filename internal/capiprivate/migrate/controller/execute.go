@@ -43,7 +43,7 @@ func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 	case plan.UnpausePrivate:
 		return m.setPaused(ctx, clusterOf(g.private), false)
 	case plan.DeleteOld:
-		return m.remove(ctx, g.old)
+		return m.remove(ctx, plan.Twinned(g.old, g.id.Twins))
 	case plan.StopProxied:
 		return m.opts.Switcher.StopProxied(ctx, ns)
 	case plan.PausePrivate:

@@ -179,6 +179,18 @@ func (m *Migrator) Reconcile(ctx context.Context, _ reconcile.Request) (reconcil
 		hc := &hcs.Items[i]
 		c := plan.Candidate{Namespace: hc.Namespace, Name: hc.Name, Created: hc.CreationTimestamp.Time,
 			State: plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)}
+		if c.State.InRun() {
+			// A run another cluster would wait for must be this HostedCluster's own: annotations claiming a run
+			// on a namespace that is not its control plane block nothing.
+			why, err := m.controlPlaneProof(ctx, hc)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if why != "" {
+				m.refuse(hc, why)
+				continue
+			}
+		}
 		cands = append(cands, c)
 		byKey[c.Key()] = hc
 	}
@@ -230,6 +242,17 @@ func (m *Migrator) drive(ctx context.Context, hc *hyperv1.HostedCluster, other s
 			return 0, false, client.IgnoreNotFound(err)
 		}
 		s := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
+		if s.InRun() || s.Legacy {
+			// Before anything in its control plane namespace is read or changed (a lock, a phase's step).
+			why, err := m.controlPlaneProof(ctx, hc)
+			if err != nil {
+				return 0, false, err
+			}
+			if why != "" {
+				m.refuse(hc, why)
+				return 0, false, nil
+			}
+		}
 		o, g, err := m.observe(ctx, hc, s)
 		if err != nil {
 			return 0, s.InRun(), err

@@ -233,10 +233,12 @@ func (m *Migrator) blocks(g graph, w Workloads, s plan.State) []plan.Block {
 	return out
 }
 
-// observeCounts counts the old objects, the twins and the leftovers, present or being deleted.
+// observeCounts counts the old objects this run copied (plan.Twinned), the twins and the leftovers, present or
+// being deleted.
 func observeCounts(o *plan.Observation, g graph) {
-	for i := range g.old {
-		if g.old[i].GetDeletionTimestamp() != nil {
+	old := plan.Twinned(g.old, g.id.Twins)
+	for i := range old {
+		if old[i].GetDeletionTimestamp() != nil {
 			o.OldDeleting++
 		} else {
 			o.OldObjects++

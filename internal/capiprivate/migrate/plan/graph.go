@@ -48,6 +48,18 @@ func (m UIDMap) Invert(old []unstructured.Unstructured) UIDMap {
 	return out
 }
 
+// Twinned returns the old objects with a twin in m (this run's): the only standard objects the clean-up deletes.
+// One without (written since the copy, or never part of the cluster the run copied) is left alone.
+func Twinned(old []unstructured.Unstructured, m UIDMap) []unstructured.Unstructured {
+	var out []unstructured.Unstructured
+	for i := range old {
+		if _, ok := m[old[i].GetUID()]; ok {
+			out = append(out, old[i])
+		}
+	}
+	return out
+}
+
 // Missing returns the old objects without a twin in m, in Order.
 func Missing(old []unstructured.Unstructured, m UIDMap) []unstructured.Unstructured {
 	var out []unstructured.Unstructured

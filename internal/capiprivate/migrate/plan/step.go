@@ -96,8 +96,9 @@ type Observation struct {
 	// BornObjects are private objects that are no twin: created by a controller after Resuming began.
 	BornObjects []string
 
-	// OldObjects are the standard objects still present and not yet being deleted (CleaningUp removes them);
-	// OldDeleting those already deleted and waiting for the garbage collector's orphan finalizer.
+	// OldObjects are the standard objects this run copied (with a twin) still present and not yet being deleted
+	// (CleaningUp removes them); OldDeleting those already deleted and waiting for the garbage collector's orphan
+	// finalizer.
 	OldObjects, OldDeleting int
 
 	// ProxiedReplicas is the desired replicas of Deployments with the proxy injected, ProxiedPods their pods.
