@@ -359,8 +359,9 @@ func TestDay2Failures(t *testing.T) {
 	cfg := testConfig("faults")
 	cfg.ProviderName = "sp-day2-faults"
 	// The deadline must outlast the control plane's upgrade on a loaded machine (the stuck NodePool must fail
-	// while upgrading the workers, the blocked upgrade on the CVO's reason), and is what the stuck case waits out.
-	cfg.OperationTimeoutKubevirt = 20 * time.Second
+	// while upgrading the workers, the blocked upgrade on the CVO's reason), and is what the stuck case waits out:
+	// 20 s once ended the stuck case while the simulated operator had not yet taken the control plane's upgrade.
+	cfg.OperationTimeoutKubevirt = time.Minute
 	sp := startSP(t, cfg, Options{})
 	t.Run("upgrade blocked", func(t *testing.T) {
 		id, name := readyCluster(t, sp, "blk", kubevirt417)
