@@ -181,7 +181,7 @@ func orDefault(v, d string) string {
 
 func webhookMux(h http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST "+Path, h)
+	mux.Handle("POST "+Path, webhook.LimitBody(h, podReviewLimits.MaxRequestBytes, "AdmissionReview"))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return mux
 }
@@ -196,5 +196,6 @@ func healthMux(reg *prometheus.Registry) http.Handler {
 }
 
 // podReviewLimits bound what the injector reads: an AdmissionReview of one Pod (a Pod is far below etcd's 1.5 MiB
-// object limit, so 4 MiB holds any review kube-apiserver sends); the timeouts are the conversion webhook's.
+// object limit, so 4 MiB holds any review kube-apiserver sends; a larger body is answered 413 unread); the
+// timeouts are the conversion webhook's.
 var podReviewLimits = webhook.Limits{MaxRequestBytes: 4 << 20}

@@ -123,21 +123,41 @@ func readFailure(err error) (int, string) {
 	return http.StatusBadRequest, "read_error"
 }
 
+// readLimited reads r's body, at most maxBytes, and puts it back for the next handler. When it cannot, it answers
+// (413 above maxBytes, 408 on a read timeout, 400 otherwise, naming what) and returns the reason and false.
+func readLimited(w http.ResponseWriter, r *http.Request, maxBytes int64, what string) ([]byte, string, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	if err != nil {
+		code, reason := readFailure(err)
+		http.Error(w, "reading the "+what+": "+err.Error(), code)
+		return nil, reason, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, "", true
+}
+
+// LimitBody serves next only requests whose body is at most maxBytes (what readLimited answers otherwise): an
+// admission webhook's handler would read any size.
+func LimitBody(next http.Handler, maxBytes int64, what string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := readLimited(w, r, maxBytes, what); ok {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
 // instrument wraps the conversion handler: it reads the request (at most maxBytes) to learn the kind and
 // versions, and the answer (buffered, then written through) to learn the result. Labels are bounded by labels.
 func (m *Metrics) instrument(next http.Handler, labels *labelSet, maxBytes int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
-		if err != nil {
-			code, reason := readFailure(err)
+		body, reason, ok := readLimited(w, r, maxBytes, "ConversionReview")
+		if !ok {
 			m.Rejected.WithLabelValues(reason).Inc()
-			http.Error(w, "reading the ConversionReview: "+err.Error(), code)
 			return
 		}
 		var req reviewSummary
 		_ = json.Unmarshal(body, &req) // a malformed review is the handler's to reject (400)
-		r.Body = io.NopCloser(bytes.NewReader(body))
 
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
