@@ -14,15 +14,11 @@ import (
 )
 
 // HostedClusterKind is what the injector reads of HyperShift (metadata only: names and annotations), and
-// hostedControlPlaneKind what names a namespace's HostedCluster when two HostedClusters map to the namespace.
+// hostedControlPlaneList what names a namespace's HostedCluster when two HostedClusters map to the namespace.
 var (
 	HostedClusterKind      = schema.GroupVersionKind{Group: "hypershift.openshift.io", Version: "v1beta1", Kind: "HostedCluster"}
 	hostedControlPlaneList = schema.GroupVersionKind{Group: "hypershift.openshift.io", Version: "v1beta1", Kind: "HostedControlPlaneList"}
 )
-
-// hostedClusterAnnotation on a HostedControlPlane names its HostedCluster as <namespace>/<name> (HyperShift's
-// hostedcluster_controller.go writes it).
-const hostedClusterAnnotation = "hypershift.openshift.io/cluster"
 
 // controlPlaneNamespaceIndex indexes the cached HostedClusters by their control plane namespace.
 const controlPlaneNamespaceIndex = "capi-private.controlPlaneNamespace"
@@ -81,13 +77,7 @@ func (r *Routes) Route(ctx context.Context, ns string) (RouteDecision, error) {
 	if err := r.Live.List(ctx, list); err != nil {
 		return RouteDecision{}, fmt.Errorf("listing HostedClusters: %w", err)
 	}
-	owners = owners[:0]
-	for _, o := range list.Items {
-		if plan.ControlPlaneNamespace(o.Namespace, o.Name) == ns {
-			owners = append(owners, Owner{Namespace: o.Namespace, Name: o.Name, Annotations: o.Annotations})
-		}
-	}
-	if owners, err = r.designated(ctx, ns, owners); err != nil {
+	if owners, err = r.designated(ctx, ns, ownersOf(list.Items, ns)); err != nil {
 		return RouteDecision{}, err
 	}
 	return RouteOf(ns, labels, owners), nil
@@ -108,7 +98,7 @@ func (r *Routes) designated(ctx context.Context, ns string, owners []Owner) ([]O
 	var out []Owner
 	for _, o := range owners {
 		for _, hcp := range hcps.Items {
-			if hcp.Annotations[hostedClusterAnnotation] == o.Namespace+"/"+o.Name {
+			if plan.Designates(hcp.Annotations, o.Namespace, o.Name) {
 				out = append(out, o)
 				break
 			}
@@ -136,9 +126,16 @@ func (r *Routes) owners(ctx context.Context, ns string) ([]Owner, error) {
 	if err := r.Cache.List(ctx, list, client.MatchingFields{controlPlaneNamespaceIndex: ns}); err != nil {
 		return nil, nil // the cache cannot answer (not started): Route asks the API server
 	}
-	out := make([]Owner, 0, len(list.Items))
-	for _, o := range list.Items {
-		out = append(out, Owner{Namespace: o.Namespace, Name: o.Name, Annotations: o.Annotations})
+	return ownersOf(list.Items, ns), nil
+}
+
+// ownersOf are the HostedClusters of items whose control plane namespace is ns.
+func ownersOf(items []metav1.PartialObjectMetadata, ns string) []Owner {
+	var out []Owner
+	for _, o := range items {
+		if plan.ControlPlaneNamespace(o.Namespace, o.Name) == ns {
+			out = append(out, Owner{Namespace: o.Namespace, Name: o.Name, Annotations: o.Annotations})
+		}
 	}
-	return out, nil
+	return out
 }

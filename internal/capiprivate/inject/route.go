@@ -7,10 +7,9 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
 
-// HostedControlPlaneLabel=true is on every hosted control plane namespace: HyperShift's operator sets it when it
-// creates the namespace, before any component's Pod (hostedcluster_controller.go, reconcileControlPlaneNamespace).
-// The components webhook is scoped to these namespaces; RouteOf decides which of them are proxied.
-const HostedControlPlaneLabel = "hypershift.openshift.io/hosted-control-plane"
+// HostedControlPlaneLabel=true is on every hosted control plane namespace (plan.HostedControlPlaneLabel). The
+// components webhook is scoped to these namespaces; RouteOf decides which of them are proxied.
+const HostedControlPlaneLabel = plan.HostedControlPlaneLabel
 
 // Route is how the control plane components of one hosted control plane namespace reach kube-apiserver.
 type Route string

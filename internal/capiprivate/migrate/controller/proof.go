@@ -13,14 +13,6 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
 
-// HyperShift's marks of a hosted control plane namespace (hypershift-operator/controllers/hostedcluster/
-// hostedcluster_controller.go): the namespace's label, and on the HostedControlPlane in it the annotation naming
-// its HostedCluster as <namespace>/<name>.
-const (
-	hostedControlPlaneLabel = "hypershift.openshift.io/hosted-control-plane"
-	hostedClusterAnnotation = "hypershift.openshift.io/cluster"
-)
-
 // controlPlaneProof is why the migrator may not act on hc's control plane namespace ("" when it may): the
 // namespace must carry HyperShift's label and hold a HostedControlPlane whose annotation names hc. A
 // HostedCluster's annotations can be written by anyone who may patch it, so a run's namespace is proved, not
@@ -35,20 +27,19 @@ func (m *Migrator) controlPlaneProof(ctx context.Context, hc *hyperv1.HostedClus
 		}
 		return "", err
 	}
-	if ns.Labels[hostedControlPlaneLabel] != "true" {
-		return fmt.Sprintf("namespace %s is not a hosted control plane namespace (no %s=true)", cp, hostedControlPlaneLabel), nil
+	if ns.Labels[plan.HostedControlPlaneLabel] != "true" {
+		return fmt.Sprintf("namespace %s is not a hosted control plane namespace (no %s=true)", cp, plan.HostedControlPlaneLabel), nil
 	}
 	hcps := &hyperv1.HostedControlPlaneList{}
 	if err := m.c.List(ctx, hcps, client.InNamespace(cp)); err != nil {
 		return "", err
 	}
-	want := hc.Namespace + "/" + hc.Name
 	for _, hcp := range hcps.Items {
-		if hcp.Annotations[hostedClusterAnnotation] == want {
+		if plan.Designates(hcp.Annotations, hc.Namespace, hc.Name) {
 			return "", nil
 		}
 	}
-	return fmt.Sprintf("namespace %s holds no HostedControlPlane of %s (annotation %s)", cp, want, hostedClusterAnnotation), nil
+	return fmt.Sprintf("namespace %s holds no HostedControlPlane of %s/%s (annotation %s)", cp, hc.Namespace, hc.Name, plan.HostedClusterAnnotation), nil
 }
 
 // refuse reports a HostedCluster the migrator will not act on: a Warning event (a repeated one is counted by the

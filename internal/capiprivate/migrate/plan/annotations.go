@@ -244,3 +244,18 @@ func (c Changes) MergePatch() map[string]any {
 func ControlPlaneNamespace(namespace, name string) string {
 	return namespace + "-" + strings.ReplaceAll(name, ".", "-")
 }
+
+// HyperShift's marks of a hosted control plane (hypershift-operator/controllers/hostedcluster/
+// hostedcluster_controller.go): HostedControlPlaneLabel=true on the namespace, set when the operator creates it,
+// before any component; HostedClusterAnnotation on the HostedControlPlane in it, naming its HostedCluster as
+// <namespace>/<name>. Only HyperShift writes them, so they prove whose control plane a namespace is.
+const (
+	HostedControlPlaneLabel = "hypershift.openshift.io/hosted-control-plane"
+	HostedClusterAnnotation = "hypershift.openshift.io/cluster"
+)
+
+// Designates reports whether a HostedControlPlane with these annotations belongs to the HostedCluster
+// namespace/name.
+func Designates(hcpAnnotations map[string]string, namespace, name string) bool {
+	return hcpAnnotations[HostedClusterAnnotation] == namespace+"/"+name
+}
