@@ -50,8 +50,10 @@ type Workloads struct {
 	Available bool
 	// Restored: not marked, no recorded count, and no CAPI-dependent Pod with the sidecar left.
 	Restored bool
-	// Fingerprint changes whenever one of the quiesced Deployments is written (name and resourceVersion of each): a
-	// quiet window restarts when someone undoes the quiesce.
+	// Fingerprint changes whenever the spec of one of the quiesced Deployments changes or its recorded replica count
+	// does (name, generation and that annotation of each): a quiet window restarts when someone undoes the quiesce.
+	// The deployment controller's status writes (the scaled-down pods going away) do not change it: they are no
+	// external writer.
 	Fingerprint string
 }
 
@@ -155,8 +157,8 @@ func (s RolloutSwitcher) Observe(ctx context.Context, namespace string) (Workloa
 	recorded := false
 	var fp []string
 	for _, d := range ds {
-		fp = append(fp, d.Name+"@"+d.ResourceVersion)
-		_, rec := d.Annotations[plan.OriginalReplicasAnnotation]
+		orig, rec := d.Annotations[plan.OriginalReplicasAnnotation]
+		fp = append(fp, fmt.Sprintf("%s@%d/%s", d.Name, d.Generation, orig))
 		recorded = recorded || rec
 		if !rec || replicas(d) != 0 {
 			w.LegacyScaledDown = false
