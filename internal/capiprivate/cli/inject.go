@@ -140,8 +140,8 @@ func newRBACMirrorCommand() *cobra.Command {
 		Short: "Give HyperShift's Roles and ClusterRoles that grant standard CAPI groups a twin on the private groups",
 		Long: "For every Role (in namespaces --namespace-selector selects) and every ClusterRole named by --cluster-roles that grants a " +
 			"standard Cluster API group, writes a twin named " + rbacmirror.TwinPrefix + "<name> granting the same on the private groups, and " +
-			"a twin of each binding of it; twins are owned by their originals and kept in step. Needs escalate and bind on roles " +
-			"and clusterroles. See docs/capi-private.md, \"RBAC for the private groups\".",
+			"a twin of each binding of it; twins are owned by their originals and kept in step. Needs every verb on the private groups " +
+			"(never escalate or bind: kube-apiserver lets it write only twins it could grant itself). See docs/capi-private.md, \"RBAC for the private groups\".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sel, err := labels.Parse(nsSelector)

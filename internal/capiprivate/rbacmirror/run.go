@@ -53,14 +53,21 @@ type RunOptions struct {
 }
 
 // Rules is the RBAC of `capi-private rbac-mirror` (a ClusterRole bound to its identity): read namespaces; read and
-// write Roles, ClusterRoles and their bindings; escalate and bind, because a twin grants what its original grants
-// on groups the mirror itself holds no permission on.
+// write Roles, ClusterRoles and their bindings; and every verb on every resource of the private groups, because
+// that is the most a twin grants (HyperShift's cluster-api and capi-provider Roles grant every verb on the standard
+// groups) and kube-apiserver lets an identity without escalate or bind write only the Roles, and bind only the Roles,
+// whose every permission it holds. It has neither: with them its token could bind itself to cluster-admin. A twin
+// that grants more than this (a rule naming CRDs, say) is refused by kube-apiserver and never written.
 func Rules() []rbacv1.PolicyRule {
+	var private []string
+	for _, r := range groups.Default.Rows() {
+		private = append(private, r.Private)
+	}
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "clusterroles", "rolebindings", "clusterrolebindings"},
 			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "clusterroles"}, Verbs: []string{"escalate", "bind"}},
+		{APIGroups: private, Resources: []string{rbacv1.ResourceAll}, Verbs: []string{rbacv1.VerbAll}},
 	}
 }
 

@@ -13,11 +13,13 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -280,11 +282,92 @@ func mirror(t *testing.T, id *deploytest.Identity) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 2*time.Minute, "the twins of "+f.Role.Name, func() bool {
+	// HyperShift's operator ClusterRole grants every verb on the standard groups: its twin is the most a twin grants,
+	// and the mirror, holding no escalate or bind, may write and bind it only because it holds that itself.
+	op, err := injecttest.Load(injecttest.Operator, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.ClusterRole == nil || op.ClusterRoleBinding == nil {
+		t.Fatal("the recorded operator has no ClusterRole and ClusterRoleBinding")
+	}
+	for _, o := range []client.Object{op.ClusterRole, op.ClusterRoleBinding} {
+		if err := env.Client.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 2*time.Minute, "the twins of "+f.Role.Name+" and of the operator's ClusterRole", func() bool {
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbacmirror.TwinName(f.Role.Name)}, &rbacv1.Role{}) == nil &&
-			env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbacmirror.TwinName(f.RoleBinding.Name)}, &rbacv1.RoleBinding{}) == nil
+			env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbacmirror.TwinName(f.RoleBinding.Name)}, &rbacv1.RoleBinding{}) == nil &&
+			env.Client.Get(ctx, client.ObjectKey{Name: rbacmirror.TwinName(op.ClusterRole.Name)}, &rbacv1.ClusterRole{}) == nil &&
+			env.Client.Get(ctx, client.ObjectKey{Name: rbacmirror.TwinName(op.ClusterRoleBinding.Name)}, &rbacv1.ClusterRoleBinding{}) == nil
 	})
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: deploytest.Namespace, Name: rbacmirror.LeaderElectionID}, &coordinationv1.Lease{}); err != nil {
 		t.Errorf("the mirror's Lease: %v", err)
 	}
+}
+
+// TestWhatServiceAccountsMayNotDo: with the install's RBAC, each component's ServiceAccount is refused what would
+// make it as strong as cluster-admin. kube-apiserver's SubjectAccessReview (what `kubectl auth can-i --as` asks)
+// denies each permission, and the real request, made with the component's own token, is answered 403.
+func TestWhatServiceAccountsMayNotDo(t *testing.T) {
+	installRBAC(t)
+	bindClusterAdmin := func(sa string) client.Object {
+		return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "forbidden-" + sa},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: deploytest.Namespace, Name: sa}}}
+	}
+	secretsReader := func(sa string) client.Object {
+		return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "forbidden-" + sa},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list"}}}}
+	}
+	for _, c := range []struct {
+		sa     string
+		denied []authorizationv1.ResourceAttributes
+		create []client.Object // each answered 403
+	}{
+		{sa: deploytest.RBACMirrorSA,
+			denied: []authorizationv1.ResourceAttributes{
+				{Verb: "bind", Group: rbacv1.GroupName, Resource: "clusterroles", Name: "cluster-admin"},
+				{Verb: "escalate", Group: rbacv1.GroupName, Resource: "clusterroles"},
+				{Verb: "bind", Group: rbacv1.GroupName, Resource: "roles", Namespace: "kube-system"},
+				{Verb: "escalate", Group: rbacv1.GroupName, Resource: "roles", Namespace: "kube-system"},
+				{Verb: "get", Resource: "secrets", Namespace: "kube-system"},
+			},
+			create: []client.Object{bindClusterAdmin(deploytest.RBACMirrorSA), secretsReader(deploytest.RBACMirrorSA)}},
+	} {
+		t.Run(c.sa, func(t *testing.T) {
+			for _, a := range c.denied {
+				if allowed(t, c.sa, a) {
+					t.Errorf("%s may %s %s/%s %q in %q", c.sa, a.Verb, a.Group, a.Resource, a.Name, a.Namespace)
+				}
+			}
+			id := as(t, c.sa)
+			cl, err := client.New(id.Config, client.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range c.create {
+				err := cl.Create(t.Context(), o)
+				if !apierrors.IsForbidden(err) {
+					t.Errorf("%s creating %T %s: %v, want 403", c.sa, o, o.GetName(), err)
+					_ = env.Client.Delete(context.Background(), o)
+				}
+			}
+		})
+	}
+}
+
+// allowed asks kube-apiserver whether ServiceAccount sa of capi-private may do a, as `kubectl auth can-i --as` does.
+func allowed(t *testing.T, sa string, a authorizationv1.ResourceAttributes) bool {
+	t.Helper()
+	r := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + deploytest.Namespace + ":" + sa,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + deploytest.Namespace, "system:authenticated"},
+		ResourceAttributes: &a,
+	}}
+	if err := env.Client.Create(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Status.Allowed
 }
