@@ -38,10 +38,11 @@ const (
 )
 
 // rbacKinds are what ApplyRBAC installs of the rendered base.
-var rbacKinds = []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+var rbacKinds = []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
-// ApplyRBAC server-side applies, as c (an admin), the Namespace, ServiceAccounts, Roles, ClusterRoles and bindings
-// of objs (the rendered base), and returns how many it applied.
+// ApplyRBAC server-side applies, as c (an admin), the Namespace, ServiceAccounts, Roles, ClusterRoles, bindings and
+// admission policies (what RBAC cannot say) of objs (the rendered base), and returns how many it applied.
 func ApplyRBAC(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) (int, error) {
 	n := 0
 	for _, o := range objs {

@@ -4,6 +4,7 @@ package hubtest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -307,11 +308,22 @@ func mirror(t *testing.T, id *deploytest.Identity) {
 	}
 }
 
-// TestWhatServiceAccountsMayNotDo: with the install's RBAC, each component's ServiceAccount is refused what would
-// make it as strong as cluster-admin. kube-apiserver's SubjectAccessReview (what `kubectl auth can-i --as` asks)
-// denies each permission, and the real request, made with the component's own token, is answered 403.
+// TestWhatServiceAccountsMayNotDo: with the install's RBAC and admission policies, each component's ServiceAccount is
+// refused what would make it as strong as cluster-admin. kube-apiserver's SubjectAccessReview (what `kubectl auth
+// can-i --as` asks) denies what RBAC can say, and the real request, made with the component's own token, is
+// answered 403 (by RBAC, or by an admission policy where RBAC cannot say it).
 func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 	installRBAC(t)
+	tenant := env.NewNamespace(t, "tenant")
+	hcp := env.NewNamespace(t, "hcp-policy")
+	n := &corev1.Namespace{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: hcp}, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Labels[inject.HostedControlPlaneLabel] = "true"
+	if err := env.Client.Update(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
 	bindClusterAdmin := func(sa string) client.Object {
 		return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "forbidden-" + sa},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
@@ -320,6 +332,13 @@ func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 	secretsReader := func(sa string) client.Object {
 		return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "forbidden-" + sa},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list"}}}}
+	}
+	secret := func(ns, name string, typ corev1.SecretType) client.Object {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: typ}
+		if typ == corev1.SecretTypeServiceAccountToken {
+			s.Annotations = map[string]string{corev1.ServiceAccountNameKey: "default"}
+		}
+		return s
 	}
 	for _, c := range []struct {
 		sa     string
@@ -335,6 +354,20 @@ func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 				{Verb: "get", Resource: "secrets", Namespace: "kube-system"},
 			},
 			create: []client.Object{bindClusterAdmin(deploytest.RBACMirrorSA), secretsReader(deploytest.RBACMirrorSA)}},
+		// RBAC cannot limit a create by name or namespace: the injector's Secret writes are limited by the install's
+		// admission policy (its loopback Secret, Opaque, in a namespace whose Pods it injects).
+		{sa: deploytest.InjectSA,
+			denied: []authorizationv1.ResourceAttributes{
+				{Verb: "get", Resource: "secrets", Namespace: tenant, Name: "tenant-credentials"},
+				{Verb: "list", Resource: "secrets", Namespace: tenant},
+				{Verb: "create", Group: rbacv1.GroupName, Resource: "clusterrolebindings"},
+			},
+			create: []client.Object{
+				secret("kube-system", inject.LoopbackSecret, corev1.SecretTypeServiceAccountToken),
+				secret(hcp, inject.LoopbackSecret, corev1.SecretTypeServiceAccountToken),
+				secret(tenant, inject.LoopbackSecret, corev1.SecretTypeOpaque),
+				secret(hcp, "tenant-credentials", corev1.SecretTypeOpaque),
+			}},
 	} {
 		t.Run(c.sa, func(t *testing.T) {
 			for _, a := range c.denied {
@@ -348,9 +381,17 @@ func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, o := range c.create {
-				err := cl.Create(t.Context(), o)
-				if !apierrors.IsForbidden(err) {
-					t.Errorf("%s creating %T %s: %v, want 403", c.sa, o, o.GetName(), err)
+				what := fmt.Sprintf("%s creating %T %s/%s", c.sa, o, o.GetNamespace(), o.GetName())
+				// An admission policy takes effect once kube-apiserver has read it: a dry run (admission without
+				// the write) shows when, and writes nothing if the policy fails to refuse it.
+				if !testwait.Poll(30*time.Second, func() bool {
+					return apierrors.IsForbidden(cl.Create(t.Context(), o.DeepCopyObject().(client.Object), client.DryRunAll))
+				}) {
+					t.Errorf("%s (dry run): not refused", what)
+					continue
+				}
+				if err := cl.Create(t.Context(), o); !apierrors.IsForbidden(err) {
+					t.Errorf("%s: %v, want 403", what, err)
 					_ = env.Client.Delete(context.Background(), o)
 				}
 			}
