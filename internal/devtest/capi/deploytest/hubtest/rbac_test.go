@@ -23,7 +23,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -314,15 +316,68 @@ func mirror(t *testing.T, id *deploytest.Identity) {
 // answered 403 (by RBAC, or by an admission policy where RBAC cannot say it).
 func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 	installRBAC(t)
+	ctx := t.Context()
 	tenant := env.NewNamespace(t, "tenant")
 	hcp := env.NewNamespace(t, "hcp-policy")
 	n := &corev1.Namespace{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: hcp}, n); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: hcp}, n); err != nil {
 		t.Fatal(err)
 	}
 	n.Labels[inject.HostedControlPlaneLabel] = "true"
-	if err := env.Client.Update(t.Context(), n); err != nil {
+	if err := env.Client.Update(ctx, n); err != nil {
 		t.Fatal(err)
+	}
+	// What the migrator must not touch: a tenant's Pod, Secret and namespace; a control plane namespace's Secret's
+	// data, a ConfigMap there, the namespace's other labels.
+	tenantPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "workload"},
+		Spec: corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false), Containers: []corev1.Container{{Name: "c", Image: "registry.example/c:1"}}}}
+	tenantSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "tenant-credentials"}, StringData: map[string]string{"k": "v"}}
+	hcpSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hcp, Name: "kubeconfig"}, StringData: map[string]string{"k": "v"}}
+	hcpConfigMap := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: hcp, Name: "settings"}}
+	for _, o := range []client.Object{tenantPod, tenantSecret, hcpSecret, hcpConfigMap} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	capiCluster := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"paused": false}}}
+		u.SetAPIVersion("cluster.x-k8s.io/v1beta2")
+		u.SetKind("Cluster")
+		u.SetNamespace(tenant)
+		u.SetName(name)
+		return u
+	}
+	tenantCluster := capiCluster("platform")
+	if err := env.Client.Create(ctx, tenantCluster.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+
+	create := func(o client.Object) attempt {
+		return attempt{fmt.Sprintf("creating %T %s/%s", o, o.GetNamespace(), o.GetName()), func(c client.Client, dry bool) error {
+			var co []client.CreateOption
+			if dry {
+				co = append(co, client.DryRunAll)
+			}
+			return c.Create(ctx, o.DeepCopyObject().(client.Object), co...)
+		}}
+	}
+	patch := func(o client.Object, body string) attempt {
+		return attempt{fmt.Sprintf("patching %T %s/%s with %s", o, o.GetNamespace(), o.GetName(), body), func(c client.Client, dry bool) error {
+			var po []client.PatchOption
+			if dry {
+				po = append(po, client.DryRunAll)
+			}
+			return c.Patch(ctx, o.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, []byte(body)), po...)
+		}}
+	}
+	remove := func(o client.Object) attempt {
+		return attempt{fmt.Sprintf("deleting %T %s/%s", o, o.GetNamespace(), o.GetName()), func(c client.Client, dry bool) error {
+			var do []client.DeleteOption
+			if dry {
+				do = append(do, client.DryRunAll)
+			}
+			return c.Delete(ctx, o.DeepCopyObject().(client.Object), do...)
+		}}
 	}
 	bindClusterAdmin := func(sa string) client.Object {
 		return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "forbidden-" + sa},
@@ -340,10 +395,11 @@ func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 		}
 		return s
 	}
+	owner := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"00000000-0000-0000-0000-000000000001"}]}}`
 	for _, c := range []struct {
-		sa     string
-		denied []authorizationv1.ResourceAttributes
-		create []client.Object // each answered 403
+		sa      string
+		denied  []authorizationv1.ResourceAttributes
+		refused []attempt // each answered 403
 	}{
 		{sa: deploytest.RBACMirrorSA,
 			denied: []authorizationv1.ResourceAttributes{
@@ -353,7 +409,7 @@ func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 				{Verb: "escalate", Group: rbacv1.GroupName, Resource: "roles", Namespace: "kube-system"},
 				{Verb: "get", Resource: "secrets", Namespace: "kube-system"},
 			},
-			create: []client.Object{bindClusterAdmin(deploytest.RBACMirrorSA), secretsReader(deploytest.RBACMirrorSA)}},
+			refused: []attempt{create(bindClusterAdmin(deploytest.RBACMirrorSA)), create(secretsReader(deploytest.RBACMirrorSA))}},
 		// RBAC cannot limit a create by name or namespace: the injector's Secret writes are limited by the install's
 		// admission policy (its loopback Secret, Opaque, in a namespace whose Pods it injects).
 		{sa: deploytest.InjectSA,
@@ -362,11 +418,32 @@ func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 				{Verb: "list", Resource: "secrets", Namespace: tenant},
 				{Verb: "create", Group: rbacv1.GroupName, Resource: "clusterrolebindings"},
 			},
-			create: []client.Object{
-				secret("kube-system", inject.LoopbackSecret, corev1.SecretTypeServiceAccountToken),
-				secret(hcp, inject.LoopbackSecret, corev1.SecretTypeServiceAccountToken),
-				secret(tenant, inject.LoopbackSecret, corev1.SecretTypeOpaque),
-				secret(hcp, "tenant-credentials", corev1.SecretTypeOpaque),
+			refused: []attempt{
+				create(secret("kube-system", inject.LoopbackSecret, corev1.SecretTypeServiceAccountToken)),
+				create(secret(hcp, inject.LoopbackSecret, corev1.SecretTypeServiceAccountToken)),
+				create(secret(tenant, inject.LoopbackSecret, corev1.SecretTypeOpaque)),
+				create(secret(hcp, "tenant-credentials", corev1.SecretTypeOpaque)),
+			}},
+		// The migrator patches only the Deployments it quiesces (RBAC by name), and writes only in control plane
+		// namespaces, only what a migration changes (admission policy).
+		{sa: deploytest.MigrateSA,
+			denied: []authorizationv1.ResourceAttributes{
+				{Verb: "patch", Group: "apps", Resource: "deployments", Namespace: hcp, Name: "kube-apiserver"},
+				{Verb: "patch", Group: "apps", Resource: "deployments", Namespace: "kube-system", Name: "coredns"},
+				{Verb: "create", Resource: "pods", Namespace: hcp},
+				{Verb: "create", Group: rbacv1.GroupName, Resource: "clusterrolebindings"},
+			},
+			refused: []attempt{
+				remove(tenantPod),
+				patch(tenantSecret, owner),
+				patch(namespaceObject(tenant), `{"metadata":{"labels":{"`+inject.MarkerLabel+`":"true"}}}`),
+				patch(namespaceObject(hcp), `{"metadata":{"labels":{"`+inject.HostedControlPlaneLabel+`":null}}}`),
+				patch(hcpSecret, `{"stringData":{"k":"forged"}}`),
+				remove(hcpSecret),
+				remove(hcpConfigMap),
+				create(capiCluster("another")),
+				patch(tenantCluster, `{"spec":{"paused":true}}`),
+				remove(tenantCluster),
 			}},
 	} {
 		t.Run(c.sa, func(t *testing.T) {
@@ -380,23 +457,32 @@ func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, o := range c.create {
-				what := fmt.Sprintf("%s creating %T %s/%s", c.sa, o, o.GetNamespace(), o.GetName())
+			for _, a := range c.refused {
 				// An admission policy takes effect once kube-apiserver has read it: a dry run (admission without
 				// the write) shows when, and writes nothing if the policy fails to refuse it.
-				if !testwait.Poll(30*time.Second, func() bool {
-					return apierrors.IsForbidden(cl.Create(t.Context(), o.DeepCopyObject().(client.Object), client.DryRunAll))
-				}) {
-					t.Errorf("%s (dry run): not refused", what)
+				var err error
+				if !testwait.Poll(30*time.Second, func() bool { err = a.do(cl, true); return apierrors.IsForbidden(err) }) {
+					t.Errorf("%s %s (dry run): %v, want 403", c.sa, a.what, err)
 					continue
 				}
-				if err := cl.Create(t.Context(), o); !apierrors.IsForbidden(err) {
-					t.Errorf("%s: %v, want 403", what, err)
-					_ = env.Client.Delete(context.Background(), o)
+				if err := a.do(cl, false); !apierrors.IsForbidden(err) {
+					t.Errorf("%s %s: %v, want 403", c.sa, a.what, err)
 				}
 			}
 		})
 	}
+}
+
+// attempt is a request a component must be refused; do makes it with c (a dry run when dry).
+type attempt struct {
+	what string
+	do   func(c client.Client, dry bool) error
+}
+
+func namespaceObject(name string) client.Object {
+	n := &corev1.Namespace{}
+	n.Name = name
+	return n
 }
 
 // allowed asks kube-apiserver whether ServiceAccount sa of capi-private may do a, as `kubectl auth can-i --as` does.
