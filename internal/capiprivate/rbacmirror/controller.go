@@ -2,14 +2,19 @@ package rbacmirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +38,45 @@ type Controller struct {
 	Mirror            *Mirror
 	NamespaceSelector labels.Selector
 	ClusterRoles      []string
+	// Recorder and Squatted report a squatter (optional): an event on the original, and
+	// capi_private_rbac_mirror_squatted_total{kind}.
+	Recorder record.EventRecorder
+	Squatted *prometheus.CounterVec
+}
+
+// NewSquatted registers capi_private_rbac_mirror_squatted_total{kind} with reg.
+func NewSquatted(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capi_private_rbac_mirror_squatted_total",
+		Help: "Times the RBAC mirror found its twin's name taken by an object that is not its twin (not labelled, or not owned by the original), by kind of the original.",
+	}, []string{"kind"})
+	return c, reg.Register(c)
+}
+
+// squatRetry is when a twin whose name was squatted is looked at again (the squatter's removal also enqueues it).
+const squatRetry = 5 * time.Minute
+
+// squatted: the twin's name is held by an object that is not the mirror's twin of the original.
+type squatted struct{ key types.NamespacedName }
+
+func (e *squatted) Error() string {
+	return fmt.Sprintf("%s exists and is not the capi-private twin of its original: left alone, never bound", e.key)
+}
+
+// done reports a squatter on original (an event and the metric) and looks again later; other errors go back to the
+// work queue.
+func (c *Controller) done(original client.Object, kind string, err error) (reconcile.Result, error) {
+	var sq *squatted
+	if !errors.As(err, &sq) {
+		return reconcile.Result{}, err
+	}
+	if c.Recorder != nil {
+		c.Recorder.Eventf(original, corev1.EventTypeWarning, "TwinSquatted", "%s", sq.Error())
+	}
+	if c.Squatted != nil {
+		c.Squatted.WithLabelValues(kind).Inc()
+	}
+	return reconcile.Result{RequeueAfter: squatRetry}, nil
 }
 
 // notTwin keeps originals: the controller never mirrors a twin.
@@ -45,12 +89,13 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 			return c.requestsIn(ctx, newList(), o.GetName())
 		})
 	}
+	// A role, or its twin (a binding's twin waits for the role's twin), enqueues the bindings of the original.
 	roleToBindings := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return c.bindingsOf(ctx, &rbacv1.RoleBindingList{}, o.GetNamespace(), "Role", o.GetName())
+		return c.bindingsOf(ctx, &rbacv1.RoleBindingList{}, o.GetNamespace(), "Role", originalName(o))
 	})
 	clusterRoleToBindings := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return append(c.bindingsOf(ctx, &rbacv1.RoleBindingList{}, "", "ClusterRole", o.GetName()),
-			c.bindingsOf(ctx, &rbacv1.ClusterRoleBindingList{}, "", "ClusterRole", o.GetName())...)
+		return append(c.bindingsOf(ctx, &rbacv1.RoleBindingList{}, "", "ClusterRole", originalName(o)),
+			c.bindingsOf(ctx, &rbacv1.ClusterRoleBindingList{}, "", "ClusterRole", originalName(o))...)
 	})
 	steps := []error{
 		ctrl.NewControllerManagedBy(mgr).Named("capi-private-rbac-roles").
@@ -60,15 +105,15 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 		ctrl.NewControllerManagedBy(mgr).Named("capi-private-rbac-rolebindings").
 			For(&rbacv1.RoleBinding{}, builder.WithPredicates(notTwin)).Owns(&rbacv1.RoleBinding{}).
 			Watches(&corev1.Namespace{}, nsToAll(func() client.ObjectList { return &rbacv1.RoleBindingList{} })).
-			Watches(&rbacv1.Role{}, roleToBindings, builder.WithPredicates(notTwin)).
-			Watches(&rbacv1.ClusterRole{}, clusterRoleToBindings, builder.WithPredicates(notTwin)).
+			Watches(&rbacv1.Role{}, roleToBindings).
+			Watches(&rbacv1.ClusterRole{}, clusterRoleToBindings).
 			Complete(reconcile.Func(c.reconcileRoleBinding)),
 		ctrl.NewControllerManagedBy(mgr).Named("capi-private-rbac-clusterroles").
 			For(&rbacv1.ClusterRole{}, builder.WithPredicates(notTwin)).Owns(&rbacv1.ClusterRole{}).
 			Complete(reconcile.Func(c.reconcileClusterRole)),
 		ctrl.NewControllerManagedBy(mgr).Named("capi-private-rbac-clusterrolebindings").
 			For(&rbacv1.ClusterRoleBinding{}, builder.WithPredicates(notTwin)).Owns(&rbacv1.ClusterRoleBinding{}).
-			Watches(&rbacv1.ClusterRole{}, clusterRoleToBindings, builder.WithPredicates(notTwin)).
+			Watches(&rbacv1.ClusterRole{}, clusterRoleToBindings).
 			Complete(reconcile.Func(c.reconcileClusterRoleBinding)),
 	}
 	for _, err := range steps {
@@ -92,7 +137,7 @@ func (c *Controller) reconcileRole(ctx context.Context, req reconcile.Request) (
 			return reconcile.Result{}, err
 		}
 	}
-	return reconcile.Result{}, ensure(ctx, c.Client, &rbacv1.Role{}, keyOf(role), desired)
+	return c.done(role, "Role", ensure(ctx, c.Client, &rbacv1.Role{}, role, desired))
 }
 
 func (c *Controller) reconcileClusterRole(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -104,7 +149,7 @@ func (c *Controller) reconcileClusterRole(ctx context.Context, req reconcile.Req
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, ensure(ctx, c.Client, &rbacv1.ClusterRole{}, keyOf(role), desired)
+	return c.done(role, "ClusterRole", ensure(ctx, c.Client, &rbacv1.ClusterRole{}, role, desired))
 }
 
 func (c *Controller) twinClusterRole(role *rbacv1.ClusterRole) (*rbacv1.ClusterRole, error) {
@@ -133,7 +178,7 @@ func (c *Controller) reconcileRoleBinding(ctx context.Context, req reconcile.Req
 			desired = TwinRoleBinding(b)
 		}
 	}
-	return reconcile.Result{}, ensure(ctx, c.Client, &rbacv1.RoleBinding{}, keyOf(b), desired)
+	return c.done(b, "RoleBinding", ensure(ctx, c.Client, &rbacv1.RoleBinding{}, b, desired))
 }
 
 func (c *Controller) reconcileClusterRoleBinding(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -151,29 +196,44 @@ func (c *Controller) reconcileClusterRoleBinding(ctx context.Context, req reconc
 			desired = TwinClusterRoleBinding(b)
 		}
 	}
-	return reconcile.Result{}, ensure(ctx, c.Client, &rbacv1.ClusterRoleBinding{}, keyOf(b), desired)
+	return c.done(b, "ClusterRoleBinding", ensure(ctx, c.Client, &rbacv1.ClusterRoleBinding{}, b, desired))
 }
 
-// roleMirrored reports whether the role ref names a role that has a twin (computed, not read: the twin may not
-// be written yet).
+// roleMirrored reports whether the role ref names a role whose twin the mirror wrote: it is read, not computed, and
+// must be Trusted, so a binding's twin never binds a squatter nor a twin not written yet (its creation enqueues the
+// binding again).
 func (c *Controller) roleMirrored(ctx context.Context, namespace string, ref rbacv1.RoleRef) (bool, error) {
 	switch ref.Kind {
 	case "Role":
-		role := &rbacv1.Role{}
-		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, role); err != nil {
+		role, twin := &rbacv1.Role{}, &rbacv1.Role{}
+		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, role); err != nil || role.Labels[TwinLabel] == "true" {
 			return false, client.IgnoreNotFound(err)
 		}
-		twin, err := c.Mirror.TwinRole(role)
-		return twin != nil && role.Labels[TwinLabel] != "true", err
+		return c.twinWritten(ctx, types.NamespacedName{Namespace: namespace, Name: TwinName(ref.Name)}, twin, role)
 	case "ClusterRole":
-		role := &rbacv1.ClusterRole{}
-		if err := c.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, role); err != nil {
+		role, twin := &rbacv1.ClusterRole{}, &rbacv1.ClusterRole{}
+		if err := c.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, role); err != nil || !slices.Contains(c.ClusterRoles, role.Name) {
 			return false, client.IgnoreNotFound(err)
 		}
-		twin, err := c.twinClusterRole(role)
-		return twin != nil, err
+		return c.twinWritten(ctx, types.NamespacedName{Name: TwinName(ref.Name)}, twin, role)
 	}
 	return false, nil
+}
+
+// twinWritten reports whether key holds the mirror's twin of original.
+func (c *Controller) twinWritten(ctx context.Context, key types.NamespacedName, twin, original client.Object) (bool, error) {
+	if err := c.Client.Get(ctx, key, twin); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return Trusted(twin, original), nil
+}
+
+// originalName is the name of the original of o when o is a twin, else o's own.
+func originalName(o client.Object) string {
+	if o.GetLabels()[TwinLabel] == "true" {
+		return strings.TrimPrefix(o.GetName(), TwinPrefix)
+	}
+	return o.GetName()
 }
 
 func (c *Controller) selected(ctx context.Context, namespace string) (bool, error) {
@@ -241,16 +301,21 @@ func keyOf(o client.Object) types.NamespacedName {
 	return types.NamespacedName{Namespace: o.GetNamespace(), Name: TwinName(o.GetName())}
 }
 
-// ensure makes the twin at key equal desired (nil: absent). It changes only objects labelled TwinLabel; a
-// binding whose roleRef must change is replaced (roleRef is immutable).
-func ensure[T client.Object](ctx context.Context, c client.Client, current T, key types.NamespacedName, desired T) error {
+// ensure makes the twin of original equal desired (nil: absent). It changes only original's Trusted twin: an
+// object of another kind under the twin's name is a squatter (a *squatted error when a twin is wanted), left
+// alone. A binding whose roleRef must change is replaced (roleRef is immutable).
+func ensure[T client.Object](ctx context.Context, c client.Client, current T, original client.Object, desired T) error {
+	key := keyOf(original)
 	err := c.Get(ctx, key, current)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if exists && current.GetLabels()[TwinLabel] != "true" {
-		return fmt.Errorf("%s exists and is not a capi-private twin: left alone", key)
+	if exists && !Trusted(current, original) {
+		if isNil(desired) {
+			return nil
+		}
+		return &squatted{key: key}
 	}
 	if isNil(desired) {
 		if exists {

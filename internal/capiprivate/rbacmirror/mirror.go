@@ -119,20 +119,54 @@ func (mi *Mirror) TwinClusterRole(role *rbacv1.ClusterRole) (*rbacv1.ClusterRole
 	return &rbacv1.ClusterRole{ObjectMeta: twinMeta("", role.Name, ownerRef("ClusterRole", role.Name, role.UID)), Rules: rules}, nil
 }
 
-// TwinRoleBinding binds the twin of b's role to b's subjects.
+// TwinRoleBinding binds the twin of b's role to b's ServiceAccounts of its own namespace (TwinSubjects), or is nil
+// when b binds none.
 func TwinRoleBinding(b *rbacv1.RoleBinding) *rbacv1.RoleBinding {
+	subjects := TwinSubjects(b.Subjects, b.Namespace)
+	if len(subjects) == 0 {
+		return nil
+	}
 	ref := b.RoleRef
 	ref.Name = TwinName(ref.Name)
 	return &rbacv1.RoleBinding{ObjectMeta: twinMeta(b.Namespace, b.Name, ownerRef("RoleBinding", b.Name, b.UID)),
-		RoleRef: ref, Subjects: slices.Clone(b.Subjects)}
+		RoleRef: ref, Subjects: subjects}
 }
 
-// TwinClusterRoleBinding binds the twin of b's ClusterRole to b's subjects.
+// TwinClusterRoleBinding binds the twin of b's ClusterRole to b's ServiceAccounts (TwinSubjects), or is nil when b
+// binds none.
 func TwinClusterRoleBinding(b *rbacv1.ClusterRoleBinding) *rbacv1.ClusterRoleBinding {
+	subjects := TwinSubjects(b.Subjects, "")
+	if len(subjects) == 0 {
+		return nil
+	}
 	ref := b.RoleRef
 	ref.Name = TwinName(ref.Name)
 	return &rbacv1.ClusterRoleBinding{ObjectMeta: twinMeta("", b.Name, ownerRef("ClusterRoleBinding", b.Name, b.UID)),
-		RoleRef: ref, Subjects: slices.Clone(b.Subjects)}
+		RoleRef: ref, Subjects: subjects}
+}
+
+// TwinSubjects are the subjects a twin binding keeps: ServiceAccounts only — HyperShift binds its components'
+// ServiceAccounts — and, for a RoleBinding (namespace set), only those of its own namespace. A person or group
+// bound by a Role someone else wrote in a control plane namespace never gains the private groups through a twin.
+func TwinSubjects(subjects []rbacv1.Subject, namespace string) []rbacv1.Subject {
+	var out []rbacv1.Subject
+	for _, s := range subjects {
+		if s.Kind == rbacv1.ServiceAccountKind && s.APIGroup == "" && (namespace == "" || s.Namespace == namespace) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Trusted reports whether twin, found under original's twin name, is the mirror's twin of it: labelled TwinLabel
+// and owned by original (its UID). Anything else there is a squatter: the mirror neither changes it nor binds it.
+func Trusted(twin, original metav1.Object) bool {
+	if twin.GetLabels()[TwinLabel] != "true" {
+		return false
+	}
+	return slices.ContainsFunc(twin.GetOwnerReferences(), func(r metav1.OwnerReference) bool {
+		return r.UID == original.GetUID() && r.Name == original.GetName()
+	})
 }
 
 func twinMeta(namespace, name string, owner metav1.OwnerReference) metav1.ObjectMeta {

@@ -6,6 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
@@ -125,5 +127,65 @@ func TestRules(t *testing.T) {
 	}
 	if r, err := mi.TwinRole(&rbacv1.Role{Rules: cases[0].in}); r != nil || err != nil {
 		t.Fatalf("a Role granting no standard group has a twin: %v %v", r, err)
+	}
+}
+
+// A twin binding keeps only ServiceAccounts, and a RoleBinding's twin only those of its own namespace.
+func TestTwinSubjects(t *testing.T) {
+	sa := func(ns, name string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+	}
+	user := rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"}
+	group := rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}
+	for _, c := range []struct {
+		name      string
+		namespace string
+		in, want  []rbacv1.Subject
+	}{
+		{"HyperShift's component", "hcp", []rbacv1.Subject{sa("hcp", "cluster-api")}, []rbacv1.Subject{sa("hcp", "cluster-api")}},
+		{"a person and a group dropped", "hcp", []rbacv1.Subject{user, sa("hcp", "cluster-api"), group}, []rbacv1.Subject{sa("hcp", "cluster-api")}},
+		{"another namespace's account dropped", "hcp", []rbacv1.Subject{sa("tenant", "builder")}, nil},
+		{"cluster binding: any namespace's account", "", []rbacv1.Subject{sa("hypershift", "operator"), user}, []rbacv1.Subject{sa("hypershift", "operator")}},
+	} {
+		if got := TwinSubjects(c.in, c.namespace); !cmp.Equal(got, c.want, cmpopts.EquateEmpty()) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	b := &rbacv1.RoleBinding{RoleRef: rbacv1.RoleRef{Kind: "Role", Name: "r"}, Subjects: []rbacv1.Subject{user}}
+	b.Namespace, b.Name = "hcp", "r"
+	if tw := TwinRoleBinding(b); tw != nil {
+		t.Errorf("a binding of nobody the twin may bind has twin %+v", tw)
+	}
+}
+
+// Only the mirror's own twin is trusted: labelled and owned by the original (name and UID).
+func TestTrusted(t *testing.T) {
+	original := &rbacv1.Role{}
+	original.Name, original.UID = "cluster-api", "u-1"
+	twin := func(labelled bool, ownerName string, uid string) *rbacv1.Role {
+		r := &rbacv1.Role{}
+		r.Name = TwinName("cluster-api")
+		if labelled {
+			r.Labels = map[string]string{TwinLabel: "true"}
+		}
+		if ownerName != "" {
+			r.OwnerReferences = []metav1.OwnerReference{ownerRef("Role", ownerName, types.UID(uid))}
+		}
+		return r
+	}
+	for _, c := range []struct {
+		name string
+		twin *rbacv1.Role
+		want bool
+	}{
+		{"the mirror's twin", twin(true, "cluster-api", "u-1"), true},
+		{"unlabelled squatter", twin(false, "", ""), false},
+		{"labelled squatter without owner", twin(true, "", ""), false},
+		{"owned by an earlier original of that name", twin(true, "cluster-api", "u-0"), false},
+		{"owned by another Role", twin(true, "other", "u-1"), false},
+	} {
+		if got := Trusted(c.twin, original); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -57,7 +57,8 @@ type RunOptions struct {
 // that is the most a twin grants (HyperShift's cluster-api and capi-provider Roles grant every verb on the standard
 // groups) and kube-apiserver lets an identity without escalate or bind write only the Roles, and bind only the Roles,
 // whose every permission it holds. It has neither: with them its token could bind itself to cluster-admin. A twin
-// that grants more than this (a rule naming CRDs, say) is refused by kube-apiserver and never written.
+// that grants more than this (a rule naming CRDs, say) is refused by kube-apiserver and never written. Events: a
+// squatter on a twin's name is reported on the original.
 func Rules() []rbacv1.PolicyRule {
 	var private []string
 	for _, r := range groups.Default.Rows() {
@@ -68,6 +69,8 @@ func Rules() []rbacv1.PolicyRule {
 		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "clusterroles", "rolebindings", "clusterrolebindings"},
 			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: private, Resources: []string{rbacv1.ResourceAll}, Verbs: []string{rbacv1.VerbAll}},
+		// A squatter is reported on the original, in its namespace.
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}
 }
 
@@ -100,7 +103,15 @@ func Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	c := &Controller{Client: mgr.GetClient(), Mirror: New(groups.Default), NamespaceSelector: o.NamespaceSelector, ClusterRoles: o.ClusterRoles}
+	squatted, err := NewSquatted(ctrlmetrics.Registry)
+	if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
+		squatted, err = are.ExistingCollector.(*prometheus.CounterVec), nil // a second Run in one process (tests, dev)
+	}
+	if err != nil {
+		return err
+	}
+	c := &Controller{Client: mgr.GetClient(), Mirror: New(groups.Default), NamespaceSelector: o.NamespaceSelector, ClusterRoles: o.ClusterRoles,
+		Recorder: mgr.GetEventRecorderFor("capi-private-rbac-mirror"), Squatted: squatted}
 	if err := c.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -312,8 +312,9 @@ func waitTwins(t *testing.T, ns string) {
 }
 
 // startMirror runs `capi-private rbac-mirror` as exactly rbacmirror.Rules(), for the namespaces labelled
-// MirrorLabel=on and the operator's ClusterRole, and waits until its caches have synced.
-func startMirror(t *testing.T, ctx context.Context) {
+// MirrorLabel=on and the operator's ClusterRole, waits until its caches have synced, and returns the address of
+// its /metrics.
+func startMirror(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	cfg, err := identity(ctx, fmt.Sprintf("capi-private-rbac-mirror-%d", nsCounter.Add(1)), rbacmirror.Rules())
 	if err != nil {
@@ -339,6 +340,7 @@ func startMirror(t *testing.T, ctx context.Context) {
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
 	})
+	return "http://" + ml.Addr().String() + "/metrics"
 }
 
 // dump logs the state of the cluster's CAPI objects (on a failure).

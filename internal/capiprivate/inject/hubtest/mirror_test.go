@@ -2,13 +2,20 @@ package hubtest
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -150,4 +157,68 @@ func update(t *testing.T, o client.Object) {
 		o.SetResourceVersion(latest.GetResourceVersion())
 	}
 	t.Fatalf("updating %s: conflicts", o.GetName())
+}
+
+// A Role created first under the twin's name of HyperShift's Role is a squatter: the mirror leaves it as it is,
+// never binds it (HyperShift's ServiceAccount gains nothing it grants), and reports it — a Warning event on the
+// original and capi_private_rbac_mirror_squatted_total{kind="Role"}.
+func TestRBACMirrorReportsASquatter(t *testing.T) {
+	ctx := context.Background()
+	metrics := startMirror(t, ctx)
+	ns := namespace(t, "mirror-squatted", "none", false)
+	f, err := injecttest.Load("cluster-autoscaler", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	squatter := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rbacmirror.TwinName(f.Role.Name)},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
+	create(t, squatter)
+	for _, o := range f.RBAC() {
+		create(t, o)
+	}
+	labelNamespace(t, ns, map[string]string{MirrorLabel: "on"})
+	testwait.For(t, time.Minute, "the TwinSquatted event on "+f.Role.Name, func() bool {
+		events := &corev1.EventList{}
+		if err := env.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		return slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+			return e.Reason == "TwinSquatted" && e.InvolvedObject.Kind == "Role" && e.InvolvedObject.Name == f.Role.Name
+		})
+	})
+	got := &rbacv1.Role{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(squatter), got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got.Rules, squatter.Rules) || got.Labels[rbacmirror.TwinLabel] != "" || len(got.OwnerReferences) != 0 {
+		t.Errorf("the squatter was changed: %+v", got)
+	}
+	// A binding's twin is written only once the Role's trusted twin exists, which the squatter never is.
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: rbacmirror.TwinName(f.RoleBinding.Name)}, &rbacv1.RoleBinding{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a twin binding of the squatted name: %v", err)
+	}
+	if allowed(t, ns, "cluster-autoscaler", "get", "", "configmaps") {
+		t.Error("HyperShift's ServiceAccount was granted what the squatter grants")
+	}
+	if v := scrape(t, metrics, `capi_private_rbac_mirror_squatted_total{kind="Role"}`); v < 1 {
+		t.Errorf("capi_private_rbac_mirror_squatted_total{kind=\"Role\"} = %v", v)
+	}
+}
+
+// scrape reads one sample of the Prometheus text at url (0 when absent).
+func scrape(t *testing.T, url, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // loopback metrics in a test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, sample+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

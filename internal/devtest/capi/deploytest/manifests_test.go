@@ -48,6 +48,9 @@ func exported(t *testing.T) []prometheus.Registerer {
 	if _, err := inject.NewCertActions(own); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := rbacmirror.NewSquatted(own); err != nil {
+		t.Fatal(err)
+	}
 	mig := prometheus.NewRegistry()
 	controller.NewMetrics(mig)
 	return []prometheus.Registerer{own, mig, ctrlmetrics.Registry}
