@@ -29,7 +29,8 @@ const DefaultNamespaceSelector = "hypershift.openshift.io/hosted-control-plane=t
 // DefaultClusterRoles are the ClusterRoles mirrored: the HyperShift operator's.
 var DefaultClusterRoles = []string{"hypershift-operator"}
 
-// Controller keeps the twins: of the Roles and RoleBindings in namespaces NamespaceSelector selects, and of the
+// Controller keeps the twins: of the Roles and RoleBindings HyperShift wrote (WrittenByHyperShift) in namespaces
+// NamespaceSelector selects, and of the
 // ClusterRoles named ClusterRoles with the ClusterRoleBindings (and selected namespaces' RoleBindings) that bind
 // them. A twin is created, updated or deleted whenever its original or its role changes; deleting the original
 // deletes it (garbage collector, owner reference).
@@ -136,6 +137,13 @@ func (c *Controller) reconcileRole(ctx context.Context, req reconcile.Request) (
 		if desired, err = c.Mirror.TwinRole(role); err != nil {
 			return reconcile.Result{}, err
 		}
+		if desired != nil && !WrittenByHyperShift(role) {
+			desired = nil
+			if c.Recorder != nil {
+				c.Recorder.Event(role, corev1.EventTypeWarning, "NotMirrored",
+					"grants standard Cluster API groups but HyperShift did not write it (no HostedControlPlane owner, no HyperShift field manager): no twin on the private groups")
+			}
+		}
 	}
 	return c.done(role, "Role", ensure(ctx, c.Client, &rbacv1.Role{}, role, desired))
 }
@@ -169,7 +177,7 @@ func (c *Controller) reconcileRoleBinding(ctx context.Context, req reconcile.Req
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if ok && b.DeletionTimestamp == nil {
+	if ok && b.DeletionTimestamp == nil && WrittenByHyperShift(b) {
 		mirrored, err := c.roleMirrored(ctx, b.Namespace, b.RoleRef)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -206,7 +214,7 @@ func (c *Controller) roleMirrored(ctx context.Context, namespace string, ref rba
 	switch ref.Kind {
 	case "Role":
 		role, twin := &rbacv1.Role{}, &rbacv1.Role{}
-		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, role); err != nil || role.Labels[TwinLabel] == "true" {
+		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, role); err != nil || role.Labels[TwinLabel] == "true" || !WrittenByHyperShift(role) {
 			return false, client.IgnoreNotFound(err)
 		}
 		return c.twinWritten(ctx, types.NamespacedName{Namespace: namespace, Name: TwinName(ref.Name)}, twin, role)

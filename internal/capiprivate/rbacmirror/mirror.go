@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -180,4 +181,29 @@ func twinMeta(namespace, name string, owner metav1.OwnerReference) metav1.Object
 // ownerRef makes the original the twin's controller: the garbage collector deletes the twin with it.
 func ownerRef(kind, name string, uid k8stypes.UID) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}
+}
+
+// HyperShiftManagers are the field managers of HyperShift's writes: kube-apiserver names a create's or update's
+// manager after the client's User-Agent, which HyperShift's operator and control-plane-operator set
+// (hypershift-operator/main.go, control-plane-operator/main.go). The operator renders the cluster-api,
+// capi-provider and control-plane-operator components without an owner reference; the control-plane-operator
+// renders the others owned by the HostedControlPlane.
+var HyperShiftManagers = []string{"hypershift-operator-manager", "hypershift-controlplane-manager"}
+
+// WrittenByHyperShift reports whether o, a Role or RoleBinding in a control plane namespace, is HyperShift's: owned
+// by a HostedControlPlane, or written by one of HyperShift's field managers. Only those are mirrored: a Role
+// someone else wrote there (who may hold the standard groups, and could grant them) gets no twin on the private
+// groups.
+func WrittenByHyperShift(o metav1.Object) bool {
+	for _, r := range o.GetOwnerReferences() {
+		if r.Kind == "HostedControlPlane" && strings.HasPrefix(r.APIVersion, "hypershift.openshift.io/") {
+			return true
+		}
+	}
+	for _, f := range o.GetManagedFields() {
+		if slices.Contains(HyperShiftManagers, f.Manager) {
+			return true
+		}
+	}
+	return false
 }

@@ -189,3 +189,34 @@ func TestTrusted(t *testing.T) {
 		}
 	}
 }
+
+// A Role is HyperShift's when a HostedControlPlane owns it or one of HyperShift's field managers wrote it.
+func TestWrittenByHyperShift(t *testing.T) {
+	hcp := metav1.OwnerReference{APIVersion: "hypershift.openshift.io/v1beta1", Kind: "HostedControlPlane", Name: "hcp", UID: "u"}
+	managed := func(managers ...string) []metav1.ManagedFieldsEntry {
+		var out []metav1.ManagedFieldsEntry
+		for _, m := range managers {
+			out = append(out, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name   string
+		owners []metav1.OwnerReference
+		fields []metav1.ManagedFieldsEntry
+		want   bool
+	}{
+		{"rendered by the control-plane-operator, owned by the HostedControlPlane", []metav1.OwnerReference{hcp}, managed("hypershift-controlplane-manager"), true},
+		{"rendered by the operator, no owner", nil, managed("hypershift-operator-manager"), true},
+		{"HyperShift's, edited since by a person", nil, managed("hypershift-operator-manager", "kubectl-edit"), true},
+		{"owned by the HostedControlPlane only", []metav1.OwnerReference{hcp}, nil, true},
+		{"created with kubectl", nil, managed("kubectl-create"), false},
+		{"owned by something else", []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}}, managed("helm"), false},
+		{"a HostedControlPlane kind of another group", []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "HostedControlPlane", Name: "x", UID: "u"}}, nil, false},
+	} {
+		r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{OwnerReferences: c.owners, ManagedFields: c.fields}}
+		if got := WrittenByHyperShift(r); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -285,10 +285,8 @@ func installRBAC(t *testing.T, ctx context.Context, ns string, components ...str
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, o := range f.RBAC() {
-			if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
+		if err := f.CreateRBAC(ctx, env.Client); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -42,8 +42,8 @@ func twinRole(ns, name string) (*rbacv1.Role, error) {
 	return r, env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: rbacmirror.TwinName(name)}, r)
 }
 
-// The mirror keeps HyperShift's autoscaler Role and binding twinned as they change: twins appear once the
-// namespace is selected, follow rule changes, are restored when edited, disappear when the original stops granting
+// The mirror keeps HyperShift's autoscaler Role and binding twinned as they change (and a Role HyperShift did not
+// write has none): twins appear once the namespace is selected, follow rule changes, are restored when edited, disappear when the original stops granting
 // a standard group (the binding's twin with them) or is deleted (garbage collector); and kube-apiserver grants the
 // service account the private groups exactly while the twins exist.
 func TestRBACMirrorFollowsHyperShiftRoles(t *testing.T) {
@@ -54,8 +54,8 @@ func TestRBACMirrorFollowsHyperShiftRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range f.RBAC() {
-		create(t, o)
+	if err := f.CreateRBAC(ctx, env.Client); err != nil {
+		t.Fatal(err)
 	}
 	const sa, group = "cluster-autoscaler", "cluster.hypershift.openshift.io"
 	if allowed(t, ns, sa, "list", group, "machinesets") {
@@ -65,14 +65,23 @@ func TestRBACMirrorFollowsHyperShiftRoles(t *testing.T) {
 	// keys in arrival order), this one none.
 	selected := namespace(t, "mirror-selected", "none", false)
 	labelNamespace(t, selected, map[string]string{MirrorLabel: "on"})
+	// A Role someone other than HyperShift wrote there, granting a standard group, is created first and gets none.
+	foreign := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: selected, Name: "tenant-capi"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machines"}, Verbs: []string{"get"}}}}
+	create(t, foreign)
 	g, _ := injecttest.Load("cluster-autoscaler", selected)
-	create(t, g.Role)
+	if err := g.CreateAsHyperShift(ctx, env.Client, g.Role); err != nil {
+		t.Fatal(err)
+	}
 	testwait.For(t, 30*time.Second, "the twin in the selected namespace", func() bool {
 		_, err := twinRole(selected, g.Role.Name)
 		return err == nil
 	})
 	if _, err := twinRole(ns, f.Role.Name); !apierrors.IsNotFound(err) {
 		t.Fatalf("a twin in a namespace the mirror does not select: %v", err)
+	}
+	if _, err := twinRole(selected, foreign.Name); !apierrors.IsNotFound(err) {
+		t.Fatalf("a twin of a Role HyperShift did not write: %v", err)
 	}
 
 	labelNamespace(t, ns, map[string]string{MirrorLabel: "on"})
@@ -173,8 +182,8 @@ func TestRBACMirrorReportsASquatter(t *testing.T) {
 	squatter := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rbacmirror.TwinName(f.Role.Name)},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
 	create(t, squatter)
-	for _, o := range f.RBAC() {
-		create(t, o)
+	if err := f.CreateRBAC(ctx, env.Client); err != nil {
+		t.Fatal(err)
 	}
 	labelNamespace(t, ns, map[string]string{MirrorLabel: "on"})
 	testwait.For(t, time.Minute, "the TwinSquatted event on "+f.Role.Name, func() bool {

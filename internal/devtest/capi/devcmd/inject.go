@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -140,10 +139,8 @@ func (in *injection) createPods(ctx context.Context, c client.Client, controlPla
 		if err != nil {
 			return err
 		}
-		for _, o := range f.RBAC() {
-			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("%s: %w", comp, err)
-			}
+		if err := f.CreateRBAC(ctx, c); err != nil {
+			return err
 		}
 		pod := f.Pod(comp + recordedSuffix)
 		if err := c.Create(ctx, pod); err != nil {

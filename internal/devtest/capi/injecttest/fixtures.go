@@ -206,6 +206,42 @@ func injected(pod *corev1.Pod) bool {
 	return false
 }
 
+// writers are the field managers HyperShift writes each recorded component's objects with. kube-apiserver names a
+// create's manager after the client's User-Agent, which hypershift-operator/main.go sets to
+// "hypershift-operator-manager" and control-plane-operator/main.go to "hypershift-controlplane-manager". The
+// operator renders the control-plane-operator and the CAPI manager and provider
+// (hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go: reconcileControlPlaneOperator,
+// reconcileCAPIManager, reconcileCAPIProvider, with OmitOwnerReference); the control-plane-operator renders the
+// other components. The operator's own objects come from `hypershift install` (no entry: the client's default).
+var writers = map[string]string{
+	"cluster-api":                    "hypershift-operator-manager",
+	"capi-provider":                  "hypershift-operator-manager",
+	"cluster-autoscaler":             "hypershift-controlplane-manager",
+	"machine-approver":               "hypershift-controlplane-manager",
+	"hosted-cluster-config-operator": "hypershift-controlplane-manager",
+	"karpenter-operator":             "hypershift-controlplane-manager",
+}
+
+// CreateRBAC creates the fixture's ServiceAccount, Roles and bindings with c as HyperShift writes them (its field
+// manager); objects that exist are left as they are.
+func (f *Fixture) CreateRBAC(ctx context.Context, c client.Client) error {
+	for _, o := range f.RBAC() {
+		if err := f.CreateAsHyperShift(ctx, c, o); client.IgnoreAlreadyExists(err) != nil {
+			return fmt.Errorf("creating %s's %T %s: %w", f.Component, o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// CreateAsHyperShift creates o, one of the fixture's objects, with c as HyperShift writes it (its field manager).
+func (f *Fixture) CreateAsHyperShift(ctx context.Context, c client.Client, o client.Object) error {
+	var opts []client.CreateOption
+	if m := writers[f.Component]; m != "" {
+		opts = append(opts, client.FieldOwner(m))
+	}
+	return c.Create(ctx, o, opts...)
+}
+
 // RBAC is the fixture's ServiceAccount, Roles and bindings that exist, in creation order.
 func (f *Fixture) RBAC() []client.Object {
 	var out []client.Object

@@ -280,10 +280,8 @@ func mirror(t *testing.T, id *deploytest.Identity) {
 	if f.Role == nil || f.RoleBinding == nil {
 		t.Fatal("the recorded cluster-api component has no Role and RoleBinding")
 	}
-	for _, o := range f.RBAC() { // its ClusterRole is cluster-wide: the injector's step may have created it
-		if err := env.Client.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
-			t.Fatal(err)
-		}
+	if err := f.CreateRBAC(ctx, env.Client); err != nil { // as HyperShift writes them
+		t.Fatal(err)
 	}
 	// HyperShift's operator ClusterRole grants every verb on the standard groups: its twin is the most a twin grants,
 	// and the mirror, holding no escalate or bind, may write and bind it only because it holds that itself.
