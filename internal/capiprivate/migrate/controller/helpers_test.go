@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -440,4 +442,28 @@ func (r *rig) checkRollout(proxied bool, before []string) {
 			r.t.Errorf("pod %s of before the switch still runs", p)
 		}
 	}
+}
+
+// testLog is testr at verbosity 1 — a logged error fails the test — except controller-runtime's report that leader
+// election ended after the stop the test asked for: a manager that releases its Lease on cancel reports its
+// elector's end as "leader election lost" once its stop has begun, by chance before or after the test returns.
+func testLog(t *testing.T) logr.Logger {
+	return logr.New(stopTolerant{testr.NewWithOptions(t, testr.Options{Verbosity: 1}).GetSink()})
+}
+
+type stopTolerant struct{ logr.LogSink }
+
+func (s stopTolerant) Error(err error, msg string, kv ...any) {
+	if msg == "error received after stop sequence was engaged" && err != nil && err.Error() == "leader election lost" {
+		s.LogSink.Info(0, msg, append(kv, "error", err)...)
+		return
+	}
+	s.LogSink.Error(err, msg, kv...)
+}
+
+func (s stopTolerant) WithValues(kv ...any) logr.LogSink {
+	return stopTolerant{s.LogSink.WithValues(kv...)}
+}
+func (s stopTolerant) WithName(name string) logr.LogSink {
+	return stopTolerant{s.LogSink.WithName(name)}
 }

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -180,7 +179,7 @@ func (r *rig) start(mutate func(*controller.RunOptions)) {
 			}},
 		LeaderElection: true, LeaderElectionNamespace: r.ns, SkipNameValidation: true,
 	}
-	o.Log = testr.NewWithOptions(r.t, testr.Options{Verbosity: 1})
+	o.Log = testLog(r.t)
 	if mutate != nil {
 		mutate(&o)
 	}
