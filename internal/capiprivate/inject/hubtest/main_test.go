@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,16 +152,21 @@ func startInjector(ctx context.Context, name string, now func() time.Time, confi
 // counter reads one sample of the injector's metrics (0 if absent).
 func (in *injector) counter(t testing.TB, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(in.MetricsURL + "/metrics")
+	return scrape(t, in.MetricsURL+"/metrics", series)
+}
+
+// scrape reads one sample of the Prometheus text at url (0 when absent).
+func scrape(t testing.TB, url, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // loopback metrics in a test
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			var f float64
-			_, _ = fmt.Sscan(v, &f)
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
 			return f
 		}
 	}

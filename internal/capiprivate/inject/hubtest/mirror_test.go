@@ -2,11 +2,7 @@ package hubtest
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -212,22 +208,4 @@ func TestRBACMirrorReportsASquatter(t *testing.T) {
 	if v := scrape(t, metrics, `capi_private_rbac_mirror_squatted_total{kind="Role"}`); v < 1 {
 		t.Errorf("capi_private_rbac_mirror_squatted_total{kind=\"Role\"} = %v", v)
 	}
-}
-
-// scrape reads one sample of the Prometheus text at url (0 when absent).
-func scrape(t *testing.T, url, sample string) float64 {
-	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // loopback metrics in a test
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(l, sample+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
 }
