@@ -192,7 +192,7 @@ func (m *Migrator) observe(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 	}
 	observeWorkloads(&o, g, w)
 	if checks {
-		o.Blocks = m.blocks(g, w, s)
+		o.Blocks = m.blocks(g, w, s, string(hc.Spec.Platform.Type))
 		o.Fingerprint = plan.Fingerprint(append(slices.Clone(g.old), g.unmovableObjs...)) + "/" + w.Fingerprint
 	}
 	observeCounts(&o, g)
@@ -218,10 +218,11 @@ func observeWorkloads(o *plan.Observation, g graph, w Workloads) {
 	o.LegacyRestored = w.Restored && (clusterOf(g.old) == nil || !paused(clusterOf(g.old)))
 }
 
-// blocks are the preconditions that do not hold: the standard objects', the kinds the migrator cannot move,
-// private objects that are no twin of this cluster, and workloads running through the proxy before the switch.
-func (m *Migrator) blocks(g graph, w Workloads, s plan.State) []plan.Block {
-	out := plan.Preconditions(g.old, s.InRun())
+// blocks are the preconditions that do not hold: the platform, the standard objects', the kinds the migrator
+// cannot move, private objects that are no twin of this cluster, and workloads running through the proxy before
+// the switch.
+func (m *Migrator) blocks(g graph, w Workloads, s plan.State, platform string) []plan.Block {
+	out := append(plan.PlatformBlocks(platform), plan.Preconditions(g.old, s.InRun())...)
 	out = append(out, g.api.catalog.UnmovableBlocks(g.unmovable)...)
 	for _, st := range g.id.Strays {
 		out = append(out, plan.Block{Class: plan.ClassStrayPrivateObject, Object: st, Detail: "no migrated-from-uid of this cluster's objects"})

@@ -4,13 +4,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // countsOn are the objects a hosted cluster of platform p with mds MachineDeployments of machines Machines holds,
@@ -33,10 +38,10 @@ func countsOn(r *rig, p capipods.Platform, mds, machines int) map[string]int {
 // instance created or deleted, nothing collected by the garbage collector. Agent's group is CAP-Agent's own and
 // is not renamed: its AgentCluster, AgentMachineTemplates and AgentMachines stay where they are, the private
 // Machines still name them, and their ownerReferences now name the private Machines and Cluster. KubeVirt, the
-// rig's default platform, is TestMigrateEndToEnd's.
+// rig's default platform, is TestMigrateEndToEnd's; Azure is refused (TestUnsupportedPlatformRefused).
 func TestMigratePlatforms(t *testing.T) {
 	t.Parallel()
-	for _, p := range []capipods.Platform{capipods.AWS, capipods.Azure, capipods.Agent} {
+	for _, p := range []capipods.Platform{capipods.AWS, capipods.Agent} {
 		t.Run(p.Name, func(t *testing.T) {
 			t.Parallel()
 			const mds, machines = 1, 2
@@ -62,6 +67,41 @@ func TestMigratePlatforms(t *testing.T) {
 				r.checkUnrenamedOwners(p)
 			}
 		})
+	}
+}
+
+// TestUnsupportedPlatformRefused: a legacy Azure hosted cluster, otherwise ready to move, is refused before the
+// first write: HyperShift's NodePool controller would write its MachineTemplates and MachineDeployments from both
+// operators. The only write is the report of the block on the HostedCluster (with an event), which `capi-private
+// migrate status` prints; the migrator looks again and still writes nothing.
+func TestUnsupportedPlatformRefused(t *testing.T) {
+	t.Parallel()
+	r := newRigSpec(t, "plat-azure", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, false,
+		func(s *capipods.HostedClusterSpec) { s.Platform = capipods.Azure })
+	base, err := client.NewWithWatch(env.TokenConfig(env.AdminToken), client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := &writeCounter{ignore: onlyBlockedReport}
+	waits := &waitCounter{}
+	r.start(func(o *controller.RunOptions) { o.Client = writes.client(base); o.OnWait = waits.hook })
+	a := r.waitAnnotations("blocked by the platform", time.Minute, func(a map[string]string) bool {
+		return a[plan.BlockedAnnotation] == "safety: unsupported-platform Azure"
+	})
+	checkEvents(t, r.key, "MigrationBlocked")
+	testwait.For(t, time.Minute, "the migrator to look at the refused cluster again (its chances to write)", func() bool {
+		return waits.count(r.key, plan.PhaseNone, "unsupported-platform") >= 3
+	})
+	if w := writes.list(); len(w) != 0 || a[plan.ScopeAnnotation] != plan.ScopeLegacy || a[plan.InProgressAnnotation] != "" {
+		t.Fatalf("refused cluster: writes %v, annotations %v", w, a)
+	}
+	for k, n := range r.count(capipods.PrivateGroups) {
+		if n != 0 {
+			t.Errorf("%d private %s of a refused cluster", n, k)
+		}
+	}
+	if rep := plan.Report(plan.ReadState(a, false), time.Now()); !strings.Contains(rep, "unsupported-platform Azure") {
+		t.Errorf("status report %q", rep)
 	}
 }
 

@@ -485,3 +485,28 @@ func TestPreconditionsAndFingerprint(t *testing.T) {
 		t.Error("StatusPending")
 	}
 }
+
+// TestPlatformBlocks: the platforms whose NodePools HyperShift reconciles in both operators are refused with a
+// safety block naming the ConfigMap whose watch ignores the scope; every other platform passes.
+func TestPlatformBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		platform, configMap string
+	}{
+		{"Azure", "azure-cloud-config"}, {"OpenStack", "openstack-cloud-config"},
+		{"AWS", ""}, {"KubeVirt", ""}, {"Agent", ""}, {"None", ""}, {"PowerVS", ""}, {"IBMCloud", ""}, {"GCP", ""}, {"", ""},
+	} {
+		b := PlatformBlocks(tc.platform)
+		if tc.configMap == "" {
+			if len(b) != 0 {
+				t.Errorf("%q: blocks %v", tc.platform, b)
+			}
+			continue
+		}
+		if len(b) != 1 || b[0].Class != ClassUnsupportedPlatform || b[0].Class.Waitable() || b[0].Object != tc.platform || !strings.Contains(b[0].Detail, tc.configMap) {
+			t.Errorf("%q: blocks %v", tc.platform, b)
+		}
+		if got := Blocking(b, []string{string(ClassUnsupportedPlatform)}); len(got) != 1 {
+			t.Errorf("%q: an override removed the safety block: %v", tc.platform, got)
+		}
+	}
+}

@@ -24,15 +24,16 @@ type Class string
 // rollout under way): they are waited for, and an operator may override them per HostedCluster (OverrideAnnotation).
 const (
 	// Safety.
-	ClassMissingPrivateCRD  Class = "missing-private-crd"  // objects of a renamed group the migrator cannot move
-	ClassNoProviderID       Class = "no-provider-id"       // copying it could create a second instance
-	ClassDeleting           Class = "deleting"             // a delete is under way
-	ClassBlockMove          Class = "block-move"           // a provider asked not to be moved yet
-	ClassPausedByOther      Class = "paused-by-other"      // someone else is working on the Cluster
-	ClassNotProvisioned     Class = "not-provisioned"      // infrastructure or control plane not ready yet
-	ClassClusterCount       Class = "cluster-count"        // not exactly one Cluster in the namespace
-	ClassStrayPrivateObject Class = "stray-private-object" // a private object that is no twin of this cluster
-	ClassProxiedWhileLegacy Class = "proxied-workloads"    // a workload runs through the proxy before the switch
+	ClassMissingPrivateCRD   Class = "missing-private-crd"  // objects of a renamed group the migrator cannot move
+	ClassNoProviderID        Class = "no-provider-id"       // copying it could create a second instance
+	ClassDeleting            Class = "deleting"             // a delete is under way
+	ClassBlockMove           Class = "block-move"           // a provider asked not to be moved yet
+	ClassPausedByOther       Class = "paused-by-other"      // someone else is working on the Cluster
+	ClassNotProvisioned      Class = "not-provisioned"      // infrastructure or control plane not ready yet
+	ClassClusterCount        Class = "cluster-count"        // not exactly one Cluster in the namespace
+	ClassStrayPrivateObject  Class = "stray-private-object" // a private object that is no twin of this cluster
+	ClassProxiedWhileLegacy  Class = "proxied-workloads"    // a workload runs through the proxy before the switch
+	ClassUnsupportedPlatform Class = "unsupported-platform" // HyperShift writes its CAPI objects in both groups
 	// Waitable.
 	ClassNoNodeRef                  Class = "no-noderef"
 	ClassMachineDeploymentUnsettled Class = "machinedeployment-unsettled"
@@ -153,6 +154,24 @@ func Preconditions(objs []unstructured.Unstructured, pausedByUs bool) []Block {
 		out = append(out, Block{Class: ClassClusterCount, Object: "Cluster", Detail: fmt.Sprintf("%d in the namespace, want 1", clusters)})
 	}
 	return Blocking(out, nil)
+}
+
+// unscopedPlatforms are the HostedCluster platforms on which HyperShift's NodePool controller ignores the scope:
+// its watch on the cloud-config ConfigMap of the control plane namespace (azure-cloud-config, openstack-cloud-config;
+// hypershift-operator/controllers/nodepool/nodepool_controller.go) has no scoping predicate and enqueues every
+// NodePool of the HostedCluster in every operator. With the legacy and the private operator both running, each
+// writes the NodePool's MachineTemplate and MachineDeployment in its own groups: no migration can leave one writer.
+var unscopedPlatforms = map[string]string{"Azure": "azure-cloud-config", "OpenStack": "openstack-cloud-config"}
+
+// PlatformBlocks refuses a HostedCluster of a platform (its spec.platform.type) whose CAPI objects HyperShift
+// writes whatever the scope: a safety block, so the migrator never locks it.
+func PlatformBlocks(platform string) []Block {
+	cm, ok := unscopedPlatforms[platform]
+	if !ok {
+		return nil
+	}
+	return []Block{{Class: ClassUnsupportedPlatform, Object: platform,
+		Detail: "HyperShift's NodePool controller reconciles this platform's NodePools in both operators on a change of " + cm + ", whatever their scope"}}
 }
 
 func refKey(group, kind, name string) string { return group + "|" + kind + "|" + name }

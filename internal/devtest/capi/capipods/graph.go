@@ -284,7 +284,7 @@ func (s HostedClusterSpec) hostedCluster() *hyperv1.HostedCluster {
 		Spec: hyperv1.HostedClusterSpec{
 			Release:    hyperv1.Release{Image: "quay.io/openshift-release-dev/ocp-release:4.20.0-multi"},
 			InfraID:    s.infraID(),
-			Platform:   hyperv1.PlatformSpec{Type: hyperv1.KubevirtPlatform, Kubevirt: &hyperv1.KubevirtPlatformSpec{}},
+			Platform:   s.platform().spec(),
 			Networking: hyperv1.ClusterNetworking{NetworkType: hyperv1.OVNKubernetes},
 			Etcd:       hyperv1.EtcdSpec{ManagementType: hyperv1.Managed, Managed: &hyperv1.ManagedEtcdSpec{Storage: hyperv1.ManagedEtcdStorageSpec{Type: hyperv1.PersistentVolumeEtcdStorage}}},
 			PullSecret: corev1.LocalObjectReference{Name: "pull-secret"},
@@ -304,7 +304,7 @@ func (s HostedClusterSpec) hostedControlPlane() *hyperv1.HostedControlPlane {
 			InfraID:      s.infraID(),
 			IssuerURL:    "https://kubernetes.default.svc",
 			DNS:          hyperv1.DNSSpec{BaseDomain: "capipods.invalid"},
-			Platform:     hyperv1.PlatformSpec{Type: hyperv1.KubevirtPlatform, Kubevirt: &hyperv1.KubevirtPlatformSpec{}},
+			Platform:     s.platform().spec(),
 			Networking:   hyperv1.ClusterNetworking{NetworkType: hyperv1.OVNKubernetes},
 			Etcd:         hyperv1.EtcdSpec{ManagementType: hyperv1.Managed, Managed: &hyperv1.ManagedEtcdSpec{Storage: hyperv1.ManagedEtcdStorageSpec{Type: hyperv1.PersistentVolumeEtcdStorage}}},
 			PullSecret:   corev1.LocalObjectReference{Name: "pull-secret"},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path"
 
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
@@ -25,6 +27,15 @@ type Platform struct {
 	// fixture is testdata/platforms/<fixture>.yaml: the recorded shapes (cluster spec, template spec, and the status
 	// fields the provider sets besides ready), or "" for shapes written in code.
 	fixture string
+}
+
+// spec is the platform of the HostedCluster and HostedControlPlane: HyperShift's platform type is the name.
+func (p Platform) spec() hyperv1.PlatformSpec {
+	s := hyperv1.PlatformSpec{Type: hyperv1.PlatformType(p.Name)}
+	if s.Type == hyperv1.KubevirtPlatform {
+		s.Kubevirt = &hyperv1.KubevirtPlatformSpec{}
+	}
+	return s
 }
 
 // The platforms the harness can build hosted clusters of.
