@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,8 +22,8 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
-// startDev runs `acm-cluster-sp dev` in this process and returns the environment it writes once ready.
-func startDev(t *testing.T) map[string]string {
+// startDev runs `acm-cluster-sp dev` in this process and returns the environment it writes once ready and its log.
+func startDev(t *testing.T) (map[string]string, *testlog.Buffer) {
 	t.Helper()
 	envFile := filepath.Join(t.TempDir(), "dev.env")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -57,7 +58,7 @@ func startDev(t *testing.T) map[string]string {
 			if !strings.Contains(out.String(), "Press Ctrl-C to stop.") {
 				t.Fatalf("dev output:\n%s", out.String())
 			}
-			return env
+			return env, &errs
 		}
 		select {
 		case code := <-done:
@@ -80,7 +81,7 @@ func run(t *testing.T, server string, args ...string) (string, string, int) {
 }
 
 func TestEndToEnd(t *testing.T) {
-	env := startDev(t)
+	env, devLog := startDev(t)
 	server := env["SP_URL"]
 	events, err := sphub.NewEventReader(context.Background(), env["NATS_URL"], strings.Replace(env["STATUS_SUBJECT"], "*", "e2e-kv", 1))
 	if err != nil {
@@ -155,9 +156,9 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("conflict: %d %s", code, errs)
 	}
 
-	t.Run("README Try it works as written", func(t *testing.T) { runReadme(t, server) })
+	t.Run("README Try it works as written", func(t *testing.T) { runReadme(t, server, devLog) })
 	t.Run("README Day-2 works as written", func(t *testing.T) {
-		out, _ := runReadmeBlock(t, server, "## Day-2")
+		out, _ := runReadmeBlock(t, server, devLog, "## Day-2")
 		for _, want := range []string{"cluster day2-1 is READY", "cluster day2-1: scale 2 → 3 started (UPDATING)",
 			"cluster day2-1: upgrade 4.17.29 → 4.18.22 started (UPDATING)", "Upgrading control plane to 4.18.22",
 			"cluster day2-1: resize", `"UNPROCESSABLE_ENTITY"`, "valid targets", "\n422\n", "phase: done", "cluster day2-1 is DELETED"} {
@@ -169,8 +170,8 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // runReadme executes the README's "Try it" block with bash against the dev instance.
-func runReadme(t *testing.T, server string) {
-	out, dir := runReadmeBlock(t, server, "## Try it")
+func runReadme(t *testing.T, server string, devLog *testlog.Buffer) {
+	out, dir := runReadmeBlock(t, server, devLog, "## Try it")
 	for _, want := range []string{"cluster demo-1 is READY", "cluster demo-bm is READY", `"id":"demo-2"`, `"results":[`, "\n204\n", "cluster demo-1 is DELETED", `"status":"healthy"`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("README output lacks %q:\n%s", want, out)
@@ -183,7 +184,7 @@ func runReadme(t *testing.T, server string) {
 
 // runReadmeBlock executes the first sh block under a README heading with bash against the dev instance: the only
 // substitutions are its address (the test listens on a free port instead of 8080) and the path of the binary.
-func runReadmeBlock(t *testing.T, server, heading string) (string, string) {
+func runReadmeBlock(t *testing.T, server string, devLog *testlog.Buffer, heading string) (string, string) {
 	t.Helper()
 	readme, err := os.ReadFile("../../../../README.md")
 	if err != nil {
@@ -208,9 +209,23 @@ func runReadmeBlock(t *testing.T, server, heading string) (string, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
+	// The timeout ends the whole block: bash and the client it runs share a process group, killed together, and
+	// the output is returned even if something else still holds the pipe.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("README %s failed: %v\n%s", heading, err, out)
+		t.Fatalf("README %s failed: %v\n%s\ndev's log (last lines):\n%s", heading, err, out, tail(devLog.String(), 60))
 	}
 	return string(out), dir
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
