@@ -20,15 +20,22 @@ OUT=$(cd "$OUT" && pwd)
 SCRATCH=${ACM_SP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/acm-cluster-sp}/scratch/capi-crds
 export GONOSUMDB=${GONOSUMDB-github.com/openshift/*} GOFLAGS=${GOFLAGS--buildvcs=false}
 
-# Keep in step with the module constants of internal/capiprivate/crds (a test there checks every Source exists).
-# The providers are pinned at the versions HyperShift's go.mod pins (openshift/hypershift, 2026-08-22).
-CAPI=sigs.k8s.io/cluster-api@v1.12.10
-CAPK=sigs.k8s.io/cluster-api-provider-kubevirt@v0.1.10
-CAPA=sigs.k8s.io/cluster-api-provider-aws/v2@v2.13.0
-CAPZ=sigs.k8s.io/cluster-api-provider-azure@v1.26.0
-CAPG=sigs.k8s.io/cluster-api-provider-gcp@v1.13.0
-CAPIBM=sigs.k8s.io/cluster-api-provider-ibmcloud@v0.13.1
-CAPO=sigs.k8s.io/cluster-api-provider-openstack@v0.14.6
+# The upstream modules are HyperShift's pins, recorded in internal/capiprivate/crds/hypershift-pins.txt (the module
+# constants of internal/capiprivate/crds are checked against it by a test there).
+PINS=$ROOT/internal/capiprivate/crds/hypershift-pins.txt
+pin() {
+  local v
+  v=$(awk -v m="$1" '$1 == m { print $2 }' "$PINS")
+  [[ -n $v ]] || { echo "capi-crds: $1 is not pinned in $PINS" >&2; exit 1; }
+  echo "$1@$v"
+}
+CAPI=$(pin sigs.k8s.io/cluster-api)
+CAPK=$(pin sigs.k8s.io/cluster-api-provider-kubevirt)
+CAPA=$(pin sigs.k8s.io/cluster-api-provider-aws/v2)
+CAPZ=$(pin sigs.k8s.io/cluster-api-provider-azure)
+CAPG=$(pin sigs.k8s.io/cluster-api-provider-gcp)
+CAPIBM=$(pin sigs.k8s.io/cluster-api-provider-ibmcloud)
+CAPO=$(pin sigs.k8s.io/cluster-api-provider-openstack)
 PLATFORM=sigs.k8s.io/cluster-api@v1.14.2
 HYPERSHIFT=github.com/openshift/hypershift/api@v0.0.0-20251120083117-dea6d2f24af6
 

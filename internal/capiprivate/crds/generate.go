@@ -35,11 +35,11 @@ const (
 	AnnotationSource = "hypershift.openshift.io/private-capi-source"
 )
 
-// Pinned upstream modules (module@version). hack/capi-crds.sh vendors the same versions. The infrastructure
-// providers are pinned where HyperShift's go.mod pins them.
+// Pinned upstream modules (module@version): HyperShift's pins, recorded in hypershift-pins.txt, which
+// hack/capi-crds.sh vendors (TestPinsAreHyperShifts keeps these equal to it).
 const (
-	CAPIModule   = "sigs.k8s.io/cluster-api@v1.12.10"
-	CAPKModule   = "sigs.k8s.io/cluster-api-provider-kubevirt@v0.1.10"
+	CAPIModule   = "sigs.k8s.io/cluster-api@v1.13.4"
+	CAPKModule   = "sigs.k8s.io/cluster-api-provider-kubevirt@v0.11.2"
 	CAPAModule   = "sigs.k8s.io/cluster-api-provider-aws/v2@v2.13.0"
 	CAPZModule   = "sigs.k8s.io/cluster-api-provider-azure@v1.26.0"
 	CAPGModule   = "sigs.k8s.io/cluster-api-provider-gcp@v1.13.0"
@@ -65,7 +65,7 @@ const (
 
 // Source is one upstream CRD file that has a private twin.
 type Source struct {
-	// Module is module@version, e.g. sigs.k8s.io/cluster-api@v1.12.10.
+	// Module is module@version, e.g. sigs.k8s.io/cluster-api@v1.13.4.
 	Module string
 	// Path is the file's path inside the module.
 	Path string

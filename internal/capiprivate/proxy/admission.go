@@ -17,7 +17,7 @@ import (
 // MaxAdmissionReview caps an AdmissionReview (object and oldObject, each at most etcd's 1.5 MiB, plus envelope).
 const MaxAdmissionReview = 8 << 20
 
-// DefaultAdmissionPaths are the webhook paths of CAPI's own webhook server (v1.12.10, config/webhook) for the
+// DefaultAdmissionPaths are the webhook paths of CAPI's own webhook server (v1.13.4, config/webhook) for the
 // renamed groups: the only paths the admission side forwards unless configured otherwise. ExtensionConfig
 // (runtime.cluster.x-k8s.io) keeps its standard group, so its webhook is registered directly, not through here.
 var DefaultAdmissionPaths = []string{

@@ -14,7 +14,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/golden"
 )
 
-// Objects built from the upstream CAPI v1.12.10 Go types: the client's view translates to exactly what is stored,
+// Objects built from the upstream CAPI v1.13.4 Go types: the client's view translates to exactly what is stored,
 // byte for byte, and back.
 func TestFixturesViewToStored(t *testing.T) {
 	view := fixtures.Objects(fixtures.View(groups.Default), "clusters-hc1", "openshift-cluster-api")

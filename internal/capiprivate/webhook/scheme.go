@@ -35,9 +35,9 @@ var (
 	IPAMGroup           = groups.Default.MustPrivate(ipamv1beta2.GroupVersion.Group)
 )
 
-// upstreamAddToScheme registers every served version of the converted kinds: core Cluster API (v1.12.10 serves
+// upstreamAddToScheme registers every served version of the converted kinds: core Cluster API (v1.13.4 serves
 // ipam v1alpha1 too) and the one infrastructure provider whose private CRDs serve several versions, CAPIBM
-// v0.13.1 (v1beta1 and v1beta2; its converters are built on Cluster API v1.12 and link here). The other providers
+// v0.13.1 (v1beta1 and v1beta2; its converters are built on Cluster API v1.12 and link here against v1.13). The other providers
 // serve a single version at the versions HyperShift pins, so their private CRDs need no conversion.
 var upstreamAddToScheme = []func(*runtime.Scheme) error{
 	clusterv1beta1.AddToScheme, clusterv1.AddToScheme,

@@ -65,7 +65,7 @@ func New(cfg *rest.Config, reg prometheus.Registerer, limits Limits) (*Webhook, 
 		Getter:  NewAPIVersionGetter(mc, func(result string) { metrics.Lookups.WithLabelValues(result).Inc() }),
 	}
 	w.Getter.NegativeTTL = limits.NegativeCacheTTL
-	w.convert = metrics.instrument(conversion.NewWebhookHandler(scheme), newLabelSet(scheme), limits.MaxRequestBytes)
+	w.convert = metrics.instrument(conversion.NewWebhookHandler(scheme, conversion.NewRegistry()), newLabelSet(scheme), limits.MaxRequestBytes)
 	setAPIVersionGetter(w.APIVersion)
 	return w, nil
 }

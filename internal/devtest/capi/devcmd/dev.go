@@ -116,7 +116,7 @@ func New() *cobra.Command {
 		Long: `dev starts a local hub (kube-apiserver and etcd, kube-controller-manager with only the garbage collector
 and the namespace controller), installs the platform's standard CAPI CRDs (v1.14.2, v1beta2 only) with a few
 platform objects, the standard CAPK, HostedCluster and HostedControlPlane CRDs and the private CRDs, starts the
-conversion webhook and the capi-private proxy, and runs the upstream CAPI controllers (v1.12.10) and the ledger
+conversion webhook and the capi-private proxy, and runs the upstream CAPI controllers (v1.13.4) and the ledger
 infrastructure provider through the proxy, as simulated pods of the Deployments of a demo hosted cluster with a
 MachineDeployment of --machines Machines. Everything listens on 127.0.0.1 only. Ctrl-C stops it all.`,
 		Args: cobra.NoArgs,
@@ -377,10 +377,10 @@ func printRunning(w io.Writer, e Env, o Options, s capipods.Stats, took time.Dur
 	fmt.Fprintf(w, "\ncapi-private dev is running (everything up in %s)\n\n", took.Round(100*time.Millisecond))
 	rows := [][2]string{
 		{"Hub", "kube-apiserver " + localhub.KubernetesVersion + " + etcd; kube-controller-manager (garbage collector, namespace controller)"},
-		{"CRDs", "platform CAPI v1.14.2 (cluster.x-k8s.io, v1beta2 only) + objects in " + capihub.PlatformNamespace + "; CAPK v0.1.10; HostedCluster/HostedControlPlane; private CRDs (*.cluster.hypershift.openshift.io) converted by the in-process webhook"},
+		{"CRDs", "platform CAPI v1.14.2 (cluster.x-k8s.io, v1beta2 only) + objects in " + capihub.PlatformNamespace + "; CAPK v0.11.2; HostedCluster/HostedControlPlane; private CRDs (*.cluster.hypershift.openshift.io) converted by the in-process webhook"},
 		{"Proxy", e.ProxyURL + " (passthrough auth; kubeconfig " + e.ProxyKubeconfig + "); /metrics, /healthz, /readyz on " + strings.TrimSuffix(e.ProxyMetricsURL, "/metrics")},
 		{"Demo cluster", fmt.Sprintf("HostedCluster %s/%s, CAPI objects in %s (stored private): Cluster, KubevirtCluster, MachineDeployment of %d, MachineHealthCheck", HostedClusterNamespace, DemoCluster, e.Namespace, o.Machines)},
-		{"Simulated pods", "Deployments cluster-api (upstream CAPI v1.12.10), capi-provider (ledger provider), control-plane-operator (fake) … in " + e.Namespace + ", through the proxy; the fake HyperShift operators 'private' (proxied) and 'legacy' (direct)"},
+		{"Simulated pods", "Deployments cluster-api (upstream CAPI v1.13.4), capi-provider (ledger provider), control-plane-operator (fake) … in " + e.Namespace + ", through the proxy; the fake HyperShift operators 'private' (proxied) and 'legacy' (direct)"},
 		{"Ledger", fmt.Sprintf("%s; ConfigMap %s; metrics %s", s, e.LedgerConfigMap, e.LedgerMetricsURL)},
 		{"Audit log", auditLog},
 	}

@@ -3,7 +3,7 @@
 //
 //	go test -tags record -run TestRecord -count=1 ./internal/capiprivate/translate/internal/record/
 //
-// It starts kube-apiserver v1.34.10 (internal/devtest/localhub), installs the upstream Cluster API v1.12.10 CRDs twice —
+// It starts kube-apiserver v1.34.10 (internal/devtest/localhub), installs the upstream Cluster API v1.13.4 CRDs twice —
 // in the standard groups (the platform's) and renamed into the private groups — stores the fixture objects
 // privately and records discovery (v1 and aggregated), OpenAPI v3, objects, lists, Tables, Status bodies,
 // Warning headers and watch streams exactly as served.
