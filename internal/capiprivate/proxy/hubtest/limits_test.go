@@ -99,9 +99,9 @@ func TestProxyBufferedBodiesAreBounded(t *testing.T) {
 	stalledUpload(t, ps, ns, 1<<20)
 	var code int
 	var hdr http.Header
-	waitFor(t, 10*time.Second, "a request refused while two stalled uploads hold the budget", func() (bool, error) {
+	waitFor(t, 30*time.Second, "a request refused while two stalled uploads hold the budget", func() (bool, error) {
 		code, hdr, _ = rawRequest(t, "POST", url, env.AdminToken, body("refused"), "Content-Type", "application/json")
-		return code == http.StatusServiceUnavailable, nil
+		return code == http.StatusServiceUnavailable, fmt.Errorf("answered %d", code)
 	})
 	if hdr.Get("Retry-After") == "" {
 		t.Errorf("503 without Retry-After")
