@@ -21,9 +21,13 @@ var capiVariants = []struct{ dir, injector string }{
 
 const legacyPatch = "deploy/capi-private/legacy-operator/patch.yaml"
 
+// privateOperator is the private HyperShift operator's overlay: HyperShift's recorded install, renamed. Its Pods are
+// HyperShift's as rendered, so they are validated but not held to capi-private's hardening.
+const privateOperator = "deploy/capi-private/private-operator"
+
 // checkCAPIPrivate validates deploy/capi-private's variants on the hub (dry run, strict), checks their Pods are
 // hardened and, in the overlays, that every webhook configuration gets its CA bundle from the injector; then
-// dry-runs the legacy operator's patch on the hub's HyperShift operator Deployment.
+// dry-runs the legacy operator's patch on the hub's HyperShift operator Deployment and the private operator's overlay.
 func checkCAPIPrivate(ctx context.Context, kubectl, kubeconfig string) error {
 	for _, v := range capiVariants {
 		rendered, out, err := dryRun(ctx, kubectl, kubeconfig, v.dir)
@@ -49,6 +53,11 @@ func checkCAPIPrivate(ctx context.Context, kubectl, kubeconfig string) error {
 		return fmt.Errorf("%s: the patched operator has no scoping environment:\n%s", legacyPatch, out)
 	}
 	fmt.Printf("%s: applies to hypershift/operator (server-side dry run)\n", legacyPatch)
+	_, out, err = dryRun(ctx, kubectl, kubeconfig, privateOperator)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: %d objects valid (server-side dry run, strict)\n", privateOperator, bytes.Count(out, []byte("\n")))
 	return nil
 }
 

@@ -46,7 +46,7 @@ func run() error {
 	defer func() { _ = hub.Stop() }()
 	kubectl := filepath.Join(sphub.DefaultBinDir(), "kubectl")
 	// A dry run creates nothing, so objects in the products' own namespaces need them to exist on this throwaway hub.
-	for _, ns := range []string{"acm-cluster-sp", "capi-private"} {
+	for _, ns := range []string{"acm-cluster-sp", "capi-private", "hypershift-private"} {
 		if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", hub.KubeconfigPath, "create", "namespace", ns).CombinedOutput(); err != nil {
 			return fmt.Errorf("creating namespace %s: %s", ns, out)
 		}

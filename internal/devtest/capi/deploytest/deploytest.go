@@ -28,6 +28,14 @@ const (
 	Namespace = "capi-private"
 )
 
+// The private HyperShift operator's overlay, the recorded HyperShift install it is built from (which is also what
+// the legacy operator runs), and the overlay's namespace.
+const (
+	PrivateOperatorDir       = "deploy/capi-private/private-operator"
+	HyperShiftInstallDir     = PrivateOperatorDir + "/hypershift"
+	PrivateOperatorNamespace = "hypershift-private"
+)
+
 // ServiceAccounts of the components, as deployed.
 const (
 	WebhookSA    = "capi-private-webhook"

@@ -486,9 +486,15 @@ func namespaceObject(name string) client.Object {
 // allowed asks kube-apiserver whether ServiceAccount sa of capi-private may do a, as `kubectl auth can-i --as` does.
 func allowed(t *testing.T, sa string, a authorizationv1.ResourceAttributes) bool {
 	t.Helper()
+	return allowedIn(t, deploytest.Namespace, sa, a)
+}
+
+// allowedIn asks kube-apiserver whether ServiceAccount ns/sa may do a.
+func allowedIn(t *testing.T, ns, sa string, a authorizationv1.ResourceAttributes) bool {
+	t.Helper()
 	r := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:               "system:serviceaccount:" + deploytest.Namespace + ":" + sa,
-		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + deploytest.Namespace, "system:authenticated"},
+		User:               "system:serviceaccount:" + ns + ":" + sa,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 		ResourceAttributes: &a,
 	}}
 	if err := env.Client.Create(t.Context(), r); err != nil {
