@@ -93,7 +93,7 @@ func Apply(ctx context.Context, c client.Client, crds []*unstructured.Unstructur
 	for i, crd := range crds {
 		g.Go(func() error {
 			obj := crd.DeepCopy()
-			if err := c.Patch(gctx, obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+			if err := c.Apply(gctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 				return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
 			}
 			established[i] = conditionTrue(obj, string(apiextensionsv1.Established))

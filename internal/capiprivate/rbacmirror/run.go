@@ -111,6 +111,7 @@ func Run(ctx context.Context, o RunOptions) error {
 		return err
 	}
 	c := &Controller{Client: mgr.GetClient(), Mirror: New(groups.Default), NamespaceSelector: o.NamespaceSelector, ClusterRoles: o.ClusterRoles,
+		//lint:ignore SA1019 the core/v1 Events recorder: its replacement writes events.k8s.io/v1 (other RBAC and another Eventf); kept until that move
 		Recorder: mgr.GetEventRecorderFor("capi-private-rbac-mirror"), Squatted: squatted}
 	if err := c.SetupWithManager(mgr); err != nil {
 		return err

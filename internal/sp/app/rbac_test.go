@@ -44,7 +44,7 @@ func renderManifests(t *testing.T, dir string) []*unstructured.Unstructured {
 func applyAll(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	for _, o := range objs {
-		if err := testHub.Client.Patch(context.Background(), o.DeepCopy(), client.Apply, client.FieldOwner("acm-cluster-sp-deploy-test"), client.ForceOwnership); err != nil {
+		if err := testHub.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("acm-cluster-sp-deploy-test"), client.ForceOwnership); err != nil {
 			t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}

@@ -46,6 +46,7 @@ func (c *Classifier) SetupWithManager(mgr ctrl.Manager) error {
 		c.Mapping = groups.Default
 	}
 	if c.Recorder == nil {
+		//lint:ignore SA1019 the core/v1 Events recorder: its replacement writes events.k8s.io/v1 (other RBAC and another Eventf); kept until that move
 		c.Recorder = mgr.GetEventRecorderFor("capi-private-classifier")
 	}
 	if c.Log.GetSink() == nil {

@@ -335,7 +335,7 @@ func applyLabels(t *testing.T, c client.Client, g capipods.Groups, namespace, na
 		labels["example.com/"+v] = v
 	}
 	md.SetLabels(labels)
-	if err := c.Patch(t.Context(), md, client.Apply, client.FieldOwner("hypershift-nodepool"), client.ForceOwnership); err != nil {
+	if err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(md), client.FieldOwner("hypershift-nodepool"), client.ForceOwnership); err != nil {
 		t.Fatalf("applying labels %v: %v", values, err)
 	}
 }

@@ -141,6 +141,7 @@ var queueKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "cap
 // one reconcile runs at a time (MaxConcurrentReconciles 1; leader election is the manager's).
 func (m *Migrator) SetupWithManager(mgr ctrl.Manager) error {
 	if m.opts.Recorder == nil {
+		//lint:ignore SA1019 the core/v1 Events recorder: its replacement writes events.k8s.io/v1 (other RBAC and another Eventf); kept until that move
 		m.opts.Recorder = mgr.GetEventRecorderFor("capi-private-migrate")
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("capi-private-migrator").

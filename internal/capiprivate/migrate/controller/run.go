@@ -86,6 +86,7 @@ func Start(ctx context.Context, cfg *rest.Config, o RunOptions) (*Running, error
 		return nil, err
 	}
 	if o.Recorder == nil {
+		//lint:ignore SA1019 the core/v1 Events recorder: its replacement writes events.k8s.io/v1 (other RBAC and another Eventf); kept until that move
 		o.Recorder = mgr.GetEventRecorderFor("capi-private-migrate")
 	}
 	if o.ProxyClient == nil {

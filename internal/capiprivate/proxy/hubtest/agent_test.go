@@ -35,7 +35,7 @@ func installAgentCRD(t *testing.T) {
 	}
 	u.SetLabels(map[string]string{"cluster.x-k8s.io/v1beta1": "v1beta1"})
 	ctx := t.Context()
-	if err := env.Client.Patch(ctx, u, client.Apply, client.FieldOwner(capihub.FieldManager), client.ForceOwnership); err != nil {
+	if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(capihub.FieldManager), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -57,7 +57,7 @@ func ApplyRBAC(ctx context.Context, c client.Client, objs []*unstructured.Unstru
 		if !slices.Contains(rbacKinds, o.GetKind()) {
 			continue
 		}
-		if err := c.Patch(ctx, o.DeepCopy(), client.Apply, client.FieldOwner("capi-private-deploytest"), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("capi-private-deploytest"), client.ForceOwnership); err != nil {
 			return n, fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 		n++

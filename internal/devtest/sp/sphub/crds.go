@@ -60,7 +60,7 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 		return err
 	}
 	for _, crd := range crds {
-		if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(crd), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying CRD %s: %w", crd.GetName(), err)
 		}
 	}

@@ -30,7 +30,7 @@ func applyServed(t *testing.T, objs []*unstructured.Unstructured, owner string) 
 			if err := env.Client.Create(t.Context(), obj); client.IgnoreAlreadyExists(err) != nil {
 				t.Fatal(err)
 			}
-		} else if err := env.Client.Patch(t.Context(), obj, client.Apply, client.FieldOwner(owner), client.ForceOwnership); err != nil {
+		} else if err := env.Client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(owner), client.ForceOwnership); err != nil {
 			t.Fatalf("applying %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 		out = append(out, o.DeepCopy())
