@@ -4,6 +4,7 @@ package testlog
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -25,4 +26,13 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// LastLines is the last n lines of s (a log's tail, for a failure message).
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

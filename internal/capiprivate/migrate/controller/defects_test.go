@@ -37,13 +37,7 @@ func TestRefusedBeforeFirstWrite(t *testing.T) {
 	if err := harness.Client.Create(ctx, widget); err != nil {
 		t.Fatal(err)
 	}
-	base, err := client.NewWithWatch(env.TokenConfig(env.AdminToken), client.Options{Scheme: controller.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writes := &writeCounter{ignore: onlyBlockedReport}
-	waits := &waitCounter{}
-	r.start(func(o *controller.RunOptions) { o.Client = writes.client(base); o.OnWait = waits.hook })
+	writes, waits := r.startRefusing()
 	a := r.waitAnnotations("blocked by the kind without a private CRD", time.Minute, func(a map[string]string) bool {
 		return strings.Contains(a[plan.BlockedAnnotation], "missing-private-crd ExampleWidget."+infraGroup)
 	})

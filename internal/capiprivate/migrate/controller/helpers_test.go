@@ -216,6 +216,20 @@ func (w *writeCounter) client(c client.WithWatch) client.WithWatch {
 	})
 }
 
+// startRefusing starts the migrator for a cluster it must refuse: every write it makes but the report of what
+// blocks the cluster is counted, and so is every look that ends in a wait.
+func (r *rig) startRefusing() (*writeCounter, *waitCounter) {
+	r.t.Helper()
+	base, err := client.NewWithWatch(env.TokenConfig(env.AdminToken), client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	writes := &writeCounter{ignore: onlyBlockedReport}
+	waits := &waitCounter{}
+	r.start(func(o *controller.RunOptions) { o.Client = writes.client(base); o.OnWait = waits.hook })
+	return writes, waits
+}
+
 // onlyBlockedReport tells the migrator's report of what blocks a HostedCluster (a patch of its blocked
 // annotations, nothing else) from the writes a migration makes.
 func onlyBlockedReport(verb string, obj client.Object, patch []byte) bool {

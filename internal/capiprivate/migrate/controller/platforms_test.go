@@ -6,13 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
-	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capipods"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
@@ -78,13 +75,7 @@ func TestUnsupportedPlatformRefused(t *testing.T) {
 	t.Parallel()
 	r := newRigSpec(t, "plat-azure", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, false,
 		func(s *capipods.HostedClusterSpec) { s.Platform = capipods.Azure })
-	base, err := client.NewWithWatch(env.TokenConfig(env.AdminToken), client.Options{Scheme: controller.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writes := &writeCounter{ignore: onlyBlockedReport}
-	waits := &waitCounter{}
-	r.start(func(o *controller.RunOptions) { o.Client = writes.client(base); o.OnWait = waits.hook })
+	writes, waits := r.startRefusing()
 	a := r.waitAnnotations("blocked by the platform", time.Minute, func(a map[string]string) bool {
 		return a[plan.BlockedAnnotation] == "safety: unsupported-platform Azure"
 	})

@@ -22,7 +22,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +47,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/crds/upstream"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/webhook"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/localhub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testlog"
 )
 
 // Users of the static token file (--token-auth-file). Each Env gets fresh random tokens.
@@ -438,17 +438,9 @@ func (e *Env) waitGarbageCollector(ctx context.Context) error {
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the garbage collector to delete an orphan: %w\nkube-controller-manager log:\n%s", err, lastLines(e.ControllerManager.Log(), 30))
+		return fmt.Errorf("waiting for the garbage collector to delete an orphan: %w\nkube-controller-manager log:\n%s", err, testlog.LastLines(e.ControllerManager.Log(), 30))
 	}
 	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // Stop stops kube-controller-manager, the webhook, kube-apiserver and etcd, and removes Dir.

@@ -216,16 +216,7 @@ func runReadmeBlock(t *testing.T, server string, devLog *testlog.Buffer, heading
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("README %s failed: %v\n%s\ndev's log (last lines):\n%s", heading, err, out, tail(devLog.String(), 60))
+		t.Fatalf("README %s failed: %v\n%s\ndev's log (last lines):\n%s", heading, err, out, testlog.LastLines(devLog.String(), 60))
 	}
 	return string(out), dir
-}
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // applyServed server-side applies, as the admin, every object of objs whose kind the hub serves (the monitoring
-// kinds are not installed here) and returns the keys of those it applied. A PriorityClass that exists is left
+// kinds are not installed here) and returns copies of those it applied. A PriorityClass that exists is left
 // alone (its value is immutable; another test may have created it).
 func applyServed(t *testing.T, objs []*unstructured.Unstructured, owner string) []client.Object {
 	t.Helper()
