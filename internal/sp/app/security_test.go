@@ -23,6 +23,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testlog"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testpki"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/config"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
@@ -90,6 +91,7 @@ type caller struct {
 	base  string
 	token string
 	http  *http.Client
+	key   string // the Idempotency-Key of every request ("": none)
 }
 
 func (c caller) do(t *testing.T, method, path, body string) (int, http.Header, []byte) {
@@ -106,6 +108,9 @@ func (c caller) do(t *testing.T, method, path, body string) (int, http.Header, [
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.key != "" {
+		req.Header.Set("Idempotency-Key", c.key)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -156,6 +161,10 @@ func TestAuthKubernetes(t *testing.T) {
 	f.bind(t, "cluster-reader", "kc-one")
 	f.bind(t, "kubeconfig-one", "kc-one")
 	f.bind(t, "cluster-reader", "User:cert-user")
+	f.role(t, "create-only", []string{"clusters"}, []string{"create"}, nil)
+	f.role(t, "create-named", []string{"clusters"}, []string{"create", "get"}, []string{"sec-named"})
+	f.bind(t, "create-only", "create-only")
+	f.bind(t, "create-named", "create-named")
 	mr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "sp-metrics-reader"}, Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
 	if _, err := f.cs.RbacV1().ClusterRoles().Create(context.Background(), mr, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -166,7 +175,7 @@ func TestAuthKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := map[string]string{}
-	for _, sa := range []string{"reader", "creator", "kc-one", "metrics", "nobody"} {
+	for _, sa := range []string{"reader", "creator", "kc-one", "metrics", "nobody", "create-only", "create-named"} {
 		tokens[sa] = f.token(t, sa)
 	}
 
@@ -239,6 +248,36 @@ func TestAuthKubernetes(t *testing.T) {
 		a, _ := as("reader").cluster(t, "sec-ready-1")
 		b, _ := as("reader").cluster(t, "sec-ready-2")
 		return a.Status == api.READY && b.Status == api.READY
+	})
+
+	t.Run("keyed creates: create authorized on the derived id, the answer of a replay only to who may read it", func(t *testing.T) {
+		withKey := func(sa, key string) caller { c := as(sa); c.key = key; return c }
+		key := "sec-key-" + uniqueName("k")
+		id := clusters.KeyID(key)
+		body := kubevirtBody(uniqueName("keyed"), 1)
+		code, h, raw := withKey("create-named", key).do(t, http.MethodPost, "/api/v1alpha1/clusters", body)
+		assertProblem(t, code, h, raw, http.StatusForbidden, "may not create clusters/"+id)
+		if code, _, raw := withKey("create-only", key).do(t, http.MethodPost, "/api/v1alpha1/clusters", body); code != http.StatusCreated {
+			t.Fatalf("keyed create by create-only: %d %s", code, raw)
+		}
+		// Without get: a replay, the key with another spec, and the key of a cluster being deleted all get the
+		// same 403, which tells neither the cluster nor which of them it is.
+		want := "user system:serviceaccount:secure:create-only may not get clusters/" + id
+		code, h, raw = withKey("create-only", key).do(t, http.MethodPost, "/api/v1alpha1/clusters", body)
+		assertProblem(t, code, h, raw, http.StatusForbidden, want)
+		code, h, raw = withKey("create-only", key).do(t, http.MethodPost, "/api/v1alpha1/clusters", kubevirtBody(uniqueName("other"), 2))
+		assertProblem(t, code, h, raw, http.StatusForbidden, want)
+		if code, _, raw := withKey("creator", key).do(t, http.MethodPost, "/api/v1alpha1/clusters", body); code != http.StatusOK || !strings.Contains(string(raw), id) {
+			t.Fatalf("keyed replay by a caller who may read it: %d %s, want 200 with the cluster", code, raw)
+		}
+		if code, _, raw := as("creator").do(t, http.MethodDelete, "/api/v1alpha1/clusters/"+id, ""); code != http.StatusNoContent {
+			t.Fatalf("delete %s: %d %s", id, code, raw)
+		}
+		code, h, raw = withKey("create-only", key).do(t, http.MethodPost, "/api/v1alpha1/clusters", body)
+		assertProblem(t, code, h, raw, http.StatusForbidden, want)
+		if code, _, raw := withKey("creator", key).do(t, http.MethodPost, "/api/v1alpha1/clusters", body); code != http.StatusConflict {
+			t.Fatalf("keyed replay of a deleted cluster by a caller who may read it: %d %s, want 409", code, raw)
+		}
 	})
 
 	t.Run("kubeconfig only with get clusters/kubeconfig on that id", func(t *testing.T) {

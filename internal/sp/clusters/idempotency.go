@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -27,6 +28,10 @@ func CheckIdempotencyKey(key string) error {
 	}
 	return nil
 }
+
+// ErrInstanceKnown is the cause of a create's refusal that tells the instance exists or existed (a replay with
+// another spec, a deleted keyed instance): the HTTP layer answers it only to a caller who may read the instance.
+var ErrInstanceKnown = errors.New("the instance exists or existed")
 
 // KeyID is the instance id of a create that names none but carries an Idempotency-Key: the UUIDv5 of the key, so
 // every replica, before and after a restart, derives the same id from the same key (a valid id: 36 characters of

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"k8s.io/apiserver/pkg/authentication/user"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/security"
 )
 
@@ -89,13 +90,49 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		}
 		name := chi.URLParam(r, "clusterId")
 		if verb == "create" {
-			name = r.URL.Query().Get("id")
+			name = createdID(r.URL.Query().Get("id"), r.Header.Get("Idempotency-Key"))
 		}
 		if !s.allowed(w, r, security.Action{Verb: verb, Name: name}) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// createdID is the instance id a create names: ?id=, else the id its Idempotency-Key derives ("" for an unkeyed
+// create without ?id=, or a key the create will refuse as invalid), so that create is authorized on that id.
+func createdID(id, key string) string {
+	if id != "" || key == "" || clusters.CheckIdempotencyKey(key) != nil {
+		return id
+	}
+	return clusters.KeyID(key)
+}
+
+// mayRead reports whether the caller may get cluster id. The answer to a keyed create that did not create the
+// cluster — a replay with the cluster, a 409 for a deleted one, a 422 for another spec — tells that the cluster
+// exists or existed: only a caller who may read it gets that answer.
+func (s *Server) mayRead(ctx context.Context, id string) error {
+	u := userFrom(ctx)
+	ok, err := s.guard.Authorize(ctx, u, security.Action{Verb: "get", Name: id})
+	switch {
+	case err != nil:
+		return clusters.Unavailable("authorization could not be checked with the hub just now; retry shortly")
+	case !ok:
+		return &forbidden{"user " + name(u) + " may not get clusters/" + id + ": a keyed create that does not create the cluster is answered only to a caller who may read it"}
+	}
+	return nil
+}
+
+// forbidden is a 403 decided by a handler (the middleware decides the others).
+type forbidden struct{ detail string }
+
+func (f *forbidden) Error() string { return f.detail }
+
+func name(u user.Info) string {
+	if u == nil {
+		return ""
+	}
+	return u.GetName()
 }
 
 // allowed authorizes a and writes the 403 or 503 problem when it is not.

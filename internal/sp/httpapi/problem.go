@@ -87,6 +87,11 @@ func writeProblemType(w http.ResponseWriter, r *http.Request, status int, typ, d
 
 // writeError writes a domain error as a problem; internal errors are logged and never shown.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var fb *forbidden
+	if errors.As(err, &fb) {
+		writeProblem(w, r, http.StatusForbidden, fb.detail, nil)
+		return
+	}
 	var de *clusters.Error
 	if !errors.As(err, &de) {
 		de = s.unclassified(err) // e.g. a hub failure that was not classified where it happened

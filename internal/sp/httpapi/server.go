@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -115,6 +116,12 @@ func (s *Server) CreateCluster(ctx context.Context, req apigen.CreateClusterRequ
 	}
 	key := deref(req.Params.IdempotencyKey)
 	c, created, err := s.svc.Create(ctx, id, key, body)
+	if key != "" && (err == nil && !created || errors.Is(err, clusters.ErrInstanceKnown)) {
+		if err := s.mayRead(ctx, createdID(id, key)); err != nil {
+			s.audit(ctx, "create", createdID(id, key), keyed(key, "result", "refused", "reason", "forbidden")...)
+			return nil, err
+		}
+	}
 	if err != nil {
 		s.audit(ctx, "create", id, keyed(key, "result", "refused", "reason", clusters.KindOf(err).String())...)
 		return nil, err

@@ -134,9 +134,7 @@ func TestSweepOrphans(t *testing.T) {
 	orphan := map[string]string{meta.LabelInstanceID: id2, meta.LabelProvider: testProvider, meta.LabelManagedBy: meta.ManagedByValue, meta.LabelServiceType: meta.ServiceTypeValue}
 	f.seed(&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "gone", Labels: orphan}},
 		render.InstanceLock(testProvider, testNS, id2, "{}"),
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: tombstoneName(testProvider, id2),
-			Labels:      map[string]string{meta.LabelProvider: testProvider, meta.LabelTombstone: "true"},
-			Annotations: map[string]string{meta.AnnotationExpiresAt: testEpoch.Format(time.RFC3339)}}})
+		forgedTombstone(id2, testEpoch, nil))
 	known := func(id string) bool { return id == id1 }
 	f.svc.Converger.now = func() time.Time { return testEpoch.Add(2 * time.Hour) }
 	f.svc.SweepOrphans(ctx, known, time.Hour)

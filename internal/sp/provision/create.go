@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -123,7 +124,7 @@ func (s *Writer) existing(id string, spec *clusters.Spec) (*clusters.Cluster, bo
 // different spec or a cluster being deleted.
 func (s *Writer) replay(v clusters.View, spec *clusters.Spec) (*clusters.Cluster, error) {
 	if v.HostedCluster.DeletionTimestamp != nil {
-		return nil, clusters.Conflict("instance %s is being deleted", v.ID)
+		return nil, &clusters.Error{Kind: clusters.KindConflict, Message: fmt.Sprintf("instance %s is being deleted", v.ID), Err: clusters.ErrInstanceKnown}
 	}
 	if v.HostedCluster.Annotations[meta.AnnotationSpec] != spec.JSON {
 		return nil, differentSpec("instance %s exists with a different spec", v.ID)

@@ -15,7 +15,7 @@ import (
 
 // errDifferentSpec marks a conflict of an instance id that exists (or is being created) with another spec: a 409
 // under ?id=, a 422 under an Idempotency-Key reused for another request.
-var errDifferentSpec = errors.New("the instance has another spec")
+var errDifferentSpec = fmt.Errorf("the instance has another spec: %w", clusters.ErrInstanceKnown)
 
 func differentSpec(format string, args ...any) error {
 	return &clusters.Error{Kind: clusters.KindConflict, Message: fmt.Sprintf(format, args...), Err: errDifferentSpec}
@@ -98,5 +98,6 @@ func (s *Writer) notDeleted(ctx context.Context, id, key string) error {
 	if err != nil || t == nil {
 		return err
 	}
-	return clusters.Conflict("instance %s of Idempotency-Key %q was deleted; a deleted instance is not created again", id, key)
+	return &clusters.Error{Kind: clusters.KindConflict, Err: clusters.ErrInstanceKnown,
+		Message: fmt.Sprintf("instance %s of Idempotency-Key %q was deleted; a deleted instance is not created again", id, key)}
 }

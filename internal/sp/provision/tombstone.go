@@ -34,7 +34,8 @@ func tombstoneName(provider, id string) string {
 	return render.InstanceLockName(provider, id) + ".deleted"
 }
 
-// tombstone reads an instance's deletion record; nil when there is none or it has expired.
+// tombstone reads an instance's deletion record; nil when there is none, it has expired, or it is not one the SP
+// wrote (untrusted: reported and ignored).
 func (s *Writer) tombstone(ctx context.Context, id string) (*corev1.ConfigMap, error) {
 	var cm corev1.ConfigMap
 	err := s.client.Get(ctx, client.ObjectKey{Namespace: s.site.Namespace(), Name: tombstoneName(s.cfg.Provider, id)}, &cm)
@@ -46,7 +47,36 @@ func (s *Writer) tombstone(ctx context.Context, id string) (*corev1.ConfigMap, e
 	case expired(cm.Annotations, s.now()):
 		return nil, nil
 	}
+	if why := untrustedTombstone(&cm, s.cfg.Provider, id, s.now(), s.cfg.DeleteKeyRetention); why != "" {
+		s.log.Warn("ignored a deletion record the SP did not write", "name", cm.Name, "why", why)
+		return nil, nil
+	}
 	return &cm, nil
+}
+
+// tombstoneSkew is how far a record's expiry may lie beyond now + deleteKeyRetention (clocks of replicas differ).
+const tombstoneSkew = time.Minute
+
+// untrustedTombstone says why a ConfigMap under an instance's deletion record name is not a record this SP wrote
+// for that instance ("" when it may be trusted): anyone who may write ConfigMaps in the SP's namespace could
+// otherwise make a keyed DELETE of an id never seen answer 204, or keep a keyed create refused forever. A record
+// carries the SP's labels, names the instance, and expires at most deleteKeyRetention from now.
+func untrustedTombstone(cm metav1.Object, provider, id string, now time.Time, retention time.Duration) string {
+	l, a := cm.GetLabels(), cm.GetAnnotations()
+	switch {
+	case l[meta.LabelProvider] != provider || l[meta.LabelManagedBy] != meta.ManagedByValue || l[meta.LabelTombstone] != "true":
+		return "not labelled as this provider's deletion record"
+	case a[meta.AnnotationTombstoneOf] != id || cm.GetName() != tombstoneName(provider, id):
+		return "it names another instance"
+	}
+	t, err := time.Parse(time.RFC3339, a[meta.AnnotationExpiresAt])
+	if err != nil {
+		return "no valid expiry"
+	}
+	if t.After(now.Add(retention + tombstoneSkew)) {
+		return "it expires later than deleteKeyRetention from now"
+	}
+	return ""
 }
 
 func expired(annotations map[string]string, now time.Time) bool {
@@ -122,6 +152,15 @@ func (s *Writer) rememberDelete(ctx context.Context, hc *hyperv1.HostedCluster, 
 		if cur.Annotations == nil {
 			cur.Annotations = map[string]string{}
 		}
+		if untrustedTombstone(&cur, s.cfg.Provider, id, now, s.cfg.DeleteKeyRetention) != "" {
+			keys = nil // not the SP's: none of its keys were answered by this SP
+			encoded, _ = json.Marshal(withKey(keys, key))
+		}
+		if cur.Labels == nil {
+			cur.Labels = map[string]string{}
+		}
+		cur.Labels[meta.LabelProvider], cur.Labels[meta.LabelManagedBy], cur.Labels[meta.LabelTombstone] = s.cfg.Provider, meta.ManagedByValue, "true"
+		cur.Annotations[meta.AnnotationTombstoneOf] = id
 		cur.Annotations[meta.AnnotationDeleteKeys], cur.Annotations[meta.AnnotationExpiresAt] = string(encoded), expires
 		if createKey != "" {
 			cur.Annotations[meta.AnnotationIdempotencyKey] = createKey
@@ -140,7 +179,8 @@ func recordErr(err error, id string) error {
 	return hubapi.Failure(err, "recording the deletion of instance %s", id)
 }
 
-// sweepTombstones removes this provider's expired deletion records.
+// sweepTombstones removes this provider's expired deletion records. A ConfigMap labelled as one that the SP did not
+// write (another name, another instance, an expiry beyond the retention) is left alone and reported.
 func (s *Converger) sweepTombstones(ctx context.Context, now time.Time) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
@@ -151,6 +191,11 @@ func (s *Converger) sweepTombstones(ctx context.Context, now time.Time) {
 	}
 	for i := range list.Items {
 		m := &list.Items[i]
+		id := m.Annotations[meta.AnnotationTombstoneOf]
+		if why := untrustedTombstone(m, s.cfg.Provider, id, now, s.cfg.DeleteKeyRetention); why != "" {
+			s.log.Warn("orphan sweep: left alone a deletion record the SP did not write", "name", m.Name, "why", why)
+			continue
+		}
 		if !expired(m.Annotations, now) {
 			continue
 		}
