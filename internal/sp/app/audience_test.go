@@ -9,8 +9,8 @@ import (
 )
 
 // With apiAudiences, a token bound to this service (kubectl create token --audience acm-cluster-sp) is accepted —
-// a token a man in the middle could not replay against the hub — and tokens for the hub itself keep working.
-// A token for any other audience is not.
+// a token a man in the middle could not replay against the hub — and, only with acceptHubTokens, tokens for the
+// hub itself. A token for any other audience never is.
 func TestAuthAudiences(t *testing.T) {
 	const ns, audience = "secure", "acm-cluster-sp-test"
 	f := newRBAC(t, ns)
@@ -20,27 +20,34 @@ func TestAuthAudiences(t *testing.T) {
 		f.bind(t, "aud-reader", sa)
 		tokens[sa] = f.token(t, sa, auds...)
 	}
-	cfg := testConfig(ns)
-	cfg.ProviderName = "sp-aud"
-	cfg.Auth, cfg.APIAudiences = config.AuthKubernetes, []string{audience}
-	sp := startSP(t, cfg, Options{})
-	list := func(token string) int {
-		code, _, _ := caller{base: sp.URL, token: token, http: &http.Client{Timeout: 30 * time.Second}}.do(t, http.MethodGet, "/api/v1alpha1/clusters", "")
-		return code
-	}
-	for _, c := range []struct {
-		who   string
-		token string
-		want  int
-	}{
-		{"a token bound to this service's audience", tokens["aud-bound"], http.StatusOK},
-		{"a token for the hub", tokens["aud-hub"], http.StatusOK},
-		{"a token for another audience", tokens["aud-other"], http.StatusUnauthorized},
-		{"no token", "", http.StatusUnauthorized},
-		{"not a token", "not-a-token", http.StatusUnauthorized},
-	} {
-		if got := list(c.token); got != c.want {
-			t.Errorf("%s: %d, want %d", c.who, got, c.want)
+	for _, acceptHub := range []bool{false, true} {
+		cfg := testConfig(ns)
+		cfg.ProviderName = map[bool]string{false: "sp-aud-strict", true: "sp-aud-hub"}[acceptHub]
+		cfg.Auth, cfg.APIAudiences, cfg.AcceptHubTokens = config.AuthKubernetes, []string{audience}, acceptHub
+		sp := startSP(t, cfg, Options{})
+		list := func(token string) int {
+			code, _, _ := caller{base: sp.URL, token: token, http: &http.Client{Timeout: 30 * time.Second}}.do(t, http.MethodGet, "/api/v1alpha1/clusters", "")
+			return code
 		}
+		hub := http.StatusUnauthorized
+		if acceptHub {
+			hub = http.StatusOK
+		}
+		for _, c := range []struct {
+			who   string
+			token string
+			want  int
+		}{
+			{"a token bound to this service's audience", tokens["aud-bound"], http.StatusOK},
+			{"a token for the hub", tokens["aud-hub"], hub},
+			{"a token for another audience", tokens["aud-other"], http.StatusUnauthorized},
+			{"no token", "", http.StatusUnauthorized},
+			{"not a token", "not-a-token", http.StatusUnauthorized},
+		} {
+			if got := list(c.token); got != c.want {
+				t.Errorf("acceptHubTokens %v: %s: %d, want %d", acceptHub, c.who, got, c.want)
+			}
+		}
+		sp.stop()
 	}
 }

@@ -241,7 +241,7 @@ func checkLogger(t *testing.T, level, format string) {
 func checkUnauthenticatedWarning(t *testing.T) {
 	t.Helper()
 	cfg := config.Defaults()
-	cfg.Auth, cfg.ListenAddress = config.AuthNone, ":0"
+	cfg.Auth, cfg.ListenAddress, cfg.AllowPlainHTTP = config.AuthNone, ":0", true
 	if err := cfg.Validate(); err == nil {
 		t.Error("allowUnauthenticated: auth none on every interface accepted without it")
 	}

@@ -210,7 +210,7 @@ func (a *App) buildServer(in *inputs, o Options) error {
 	a.Registry.MustRegister(a.Health.Collector())
 	var err error
 	a.Guard, err = security.New(security.Options{Mode: cfg.Auth, Anonymous: cfg.AuthAnonymous, ClientCAFile: cfg.ClientCAFile,
-		APIAudiences: cfg.APIAudiences, APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: in.restCfg, Registry: a.Registry, Log: a.log})
+		APIAudiences: cfg.APIAudiences, AcceptHubTokens: cfg.AcceptHubTokens, APIGroup: cfg.AuthAPIGroup, Namespace: cfg.Namespace, Hub: in.restCfg, Registry: a.Registry, Log: a.log})
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ type Config struct {
 	AgentNamespace         string   `key:"agentNamespace" usage:"namespace of the InfraEnvs and Agents (required for baremetal)"`
 
 	// Service
-	ListenAddress  string        `key:"listenAddress" default:":8080" usage:"HTTP(S) listen address"`
+	ListenAddress  string        `key:"listenAddress" default:"127.0.0.1:8080" usage:"HTTP(S) listen address (plain HTTP only on loopback unless allowPlainHTTP)"`
 	LogLevel       string        `key:"logLevel" default:"info" usage:"debug, info, warn or error"`
 	LogFormat      string        `key:"logFormat" default:"text" usage:"text or json"`
 	RequestTimeout time.Duration `key:"requestTimeout" default:"20s" usage:"deadline of one API request, hub calls included (a hanging hub answers 504 within it)"`
@@ -56,10 +56,12 @@ type Config struct {
 	ClientCAFile         string `key:"clientCAFile" usage:"CA bundle that signs accepted client certificates (reloaded when it changes)"`
 	TLSCertFile          string `key:"tlsCertFile" usage:"serving certificate (PEM); with tlsKeyFile the API is served over HTTPS, reloaded when the files change"`
 	TLSKeyFile           string `key:"tlsKeyFile" usage:"serving private key (PEM)"`
+	AllowPlainHTTP       bool   `key:"allowPlainHTTP" usage:"permit serving the API over plain HTTP (no tlsCertFile) on a non-loopback listen address: callers' tokens, the admin kubeconfigs and cluster data then travel unencrypted"`
 
 	// Tokens bound to this service cannot be replayed against the hub by whoever sees them; credentials the SP sends
 	// travel over TLS unless said otherwise (docs/operations.md, "Transport security").
-	APIAudiences              []string `key:"apiAudiences" usage:"audiences of bearer tokens bound to this service (kubectl create token --audience …), accepted besides tokens for the hub itself (empty: only tokens for the hub)"`
+	APIAudiences              []string `key:"apiAudiences" usage:"audiences of bearer tokens bound to this service (kubectl create token --audience …): only such tokens are accepted, unless acceptHubTokens (empty: only tokens for the hub)"`
+	AcceptHubTokens           bool     `key:"acceptHubTokens" usage:"with apiAudiences, accept tokens for the hub's own audience too (a client that can present only such a token, e.g. a Prometheus reading a ServiceAccount token Secret); a token sent to the SP then also works against the hub"`
 	AllowPlaintextCredentials bool     `key:"allowPlaintextCredentials" usage:"permit sending natsPasswordFile (or a password in natsURL) over nats:// or ws:// without TLS, and registrationTokenFile over http://, to a non-loopback host"`
 
 	// DCM registration

@@ -51,7 +51,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Namespace != "default" || c.DefaultPlatform != "kubevirt" || c.ListenAddress != ":8080" || c.ProviderName != "acm-cluster-sp" ||
+	if c.Namespace != "default" || c.DefaultPlatform != "kubevirt" || c.ListenAddress != "127.0.0.1:8080" || c.ProviderName != "acm-cluster-sp" ||
 		!c.ManageACMObjects || c.DefaultWorkerCount != 2 || c.DegradedGracePeriod != 15*time.Minute || c.ProvisioningTimeoutBaremetal != 2*time.Hour ||
 		c.StatusPreset != "design" || len(c.EnabledPlatforms) != 2 || c.HypershiftNamespace != "hypershift" || !c.LeaderElection {
 		t.Fatalf("defaults: %+v", c)
@@ -63,7 +63,7 @@ func TestDefaults(t *testing.T) {
 
 // flag > env > file > default, per key.
 func TestPrecedence(t *testing.T) {
-	file := "namespace: from-file\nlistenAddress: ':9000'\nproviderName: file-name\nenabledPlatforms: [kubevirt]\nmanageACMObjects: false\ndegradedGracePeriod: 5m\n"
+	file := "namespace: from-file\nlistenAddress: ':9000'\nallowPlainHTTP: true\nproviderName: file-name\nenabledPlatforms: [kubevirt]\nmanageACMObjects: false\ndegradedGracePeriod: 5m\n"
 	env := map[string]string{"SP_NAMESPACE": "from-env", "SP_PROVIDER_NAME": "env-name"}
 	c, err := load(t, []string{"--namespace", "from-flag", "--manage-acm-objects"}, env, file)
 	if err != nil {
@@ -110,8 +110,11 @@ func TestInvalid(t *testing.T) {
 		{file: "pullSecret: abc\n", errHas: []string{"unknown key", "pullSecret"}},
 		// Security.
 		{env: map[string]string{"SP_AUTH": "basic"}, errHas: []string{"auth", "kubernetes or none"}},
-		{env: map[string]string{"SP_AUTH": "none"}, errHas: []string{"auth", "non-loopback", "allowUnauthenticated"}},
-		{env: map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": "0.0.0.0:8080"}, errHas: []string{"non-loopback"}},
+		{env: map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": ":8080"}, errHas: []string{"auth", "non-loopback", "allowUnauthenticated"}},
+		// Plain HTTP beyond loopback only when said (callers' tokens and admin kubeconfigs would travel in clear).
+		{env: map[string]string{"SP_LISTEN_ADDRESS": ":8080"}, errHas: []string{"listenAddress", "plain HTTP", "allowPlainHTTP"}},
+		{env: map[string]string{"SP_LISTEN_ADDRESS": "10.0.0.7:8080"}, errHas: []string{"listenAddress", "allowPlainHTTP"}},
+		{env: map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": "0.0.0.0:8080", "SP_ALLOW_PLAIN_HTTP": "true"}, errHas: []string{"non-loopback"}},
 		{env: map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": "127.0.0.1:8080", "SP_AUTH_ANONYMOUS": "true"}, errHas: []string{"authAnonymous"}},
 		{env: map[string]string{"SP_TLS_CERT_FILE": "/x"}, errHas: []string{"tlsCertFile", "go together"}},
 		{env: map[string]string{"SP_NATS_CERT_FILE": "/x"}, errHas: []string{"natsCertFile", "go together"}},
@@ -152,8 +155,29 @@ func TestLoopbackRule(t *testing.T) {
 	if _, err := load(t, nil, map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": "127.0.0.1:8080"}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := load(t, nil, map[string]string{"SP_AUTH": "none", "SP_ALLOW_UNAUTHENTICATED": "true"}, ""); err != nil {
+	if _, err := load(t, nil, map[string]string{"SP_AUTH": "none", "SP_LISTEN_ADDRESS": ":8080", "SP_ALLOW_UNAUTHENTICATED": "true", "SP_ALLOW_PLAIN_HTTP": "true"}, ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Plain HTTP is served on loopback (the default address), beyond it only when said, and HTTPS anywhere.
+func TestPlainHTTPRule(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	for _, f := range []string{cert, key} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, env := range []map[string]string{
+		{},
+		{"SP_LISTEN_ADDRESS": "[::1]:8080"},
+		{"SP_LISTEN_ADDRESS": ":8080", "SP_ALLOW_PLAIN_HTTP": "true"},
+		{"SP_LISTEN_ADDRESS": ":8443", "SP_TLS_CERT_FILE": cert, "SP_TLS_KEY_FILE": key},
+	} {
+		if _, err := load(t, nil, env, ""); err != nil {
+			t.Errorf("%v: %v", env, err)
+		}
 	}
 }
 

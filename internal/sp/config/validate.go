@@ -195,6 +195,9 @@ func (c *Config) validateSecurity(bad badValue) error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return bad("tlsCertFile", "tlsCertFile and tlsKeyFile go together")
 	}
+	if !c.TLS() && !loopback.Is(c.ListenAddress) && !c.AllowPlainHTTP {
+		return bad("listenAddress", "plain HTTP on the non-loopback address %q sends callers' tokens, admin kubeconfigs and cluster data unencrypted; set tlsCertFile and tlsKeyFile, listen on 127.0.0.1, or set allowPlainHTTP: true", c.ListenAddress)
+	}
 	if err := c.validateTransport(bad); err != nil {
 		return err
 	}

@@ -53,12 +53,13 @@ func hubWithTokens(t *testing.T) *reviewHub {
 
 // Who a request is, by its credentials and the Guard's options, and which TokenReviews that took (the audiences each
 // asked for; "-" none). A rejected credential is ErrUnauthenticated (401); a bad token is never downgraded to
-// anonymous; with audiences a token bound to the SP and a token for the hub are both accepted.
+// anonymous; with audiences only a token bound to the SP is accepted, and with AcceptHubTokens a token for the hub too.
 func TestAuthenticateByToken(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		anonymous bool
 		audiences []string
+		acceptHub bool
 		authz     string
 		user      string // "" ErrUnauthenticated
 		groups    []string
@@ -74,15 +75,21 @@ func TestAuthenticateByToken(t *testing.T) {
 		{name: "token bound to the SP without audiences configured", authz: "Bearer bob-token", reviews: []string{"-"}},
 		{name: "audiences: token bound to the SP", audiences: []string{spAud}, authz: "Bearer bob-token",
 			user: "system:serviceaccount:dcm:bob", groups: []string{"system:serviceaccounts", user.AllAuthenticated}, reviews: []string{spAud}},
-		{name: "audiences: hub token", audiences: []string{spAud}, authz: "Bearer alice-token",
-			user: "alice", groups: []string{"team-a", user.AllAuthenticated}, reviews: []string{spAud, "-"}},
-		{name: "audiences: token of another service", audiences: []string{spAud}, authz: "Bearer eve-token", reviews: []string{spAud, "-"}},
+		{name: "audiences: hub token refused", audiences: []string{spAud}, authz: "Bearer alice-token", reviews: []string{spAud}},
+		{name: "audiences: token of another service", audiences: []string{spAud}, authz: "Bearer eve-token", reviews: []string{spAud}},
 		{name: "audiences: no credentials, anonymous on", audiences: []string{spAud}, anonymous: true, user: user.Anonymous, groups: []string{user.AllUnauthenticated}},
-		{name: "audiences: unknown token, anonymous on", audiences: []string{spAud}, anonymous: true, authz: "Bearer forged", reviews: []string{spAud, "-"}},
+		{name: "audiences: unknown token, anonymous on", audiences: []string{spAud}, anonymous: true, authz: "Bearer forged", reviews: []string{spAud}},
+		{name: "audiences and hub tokens: token bound to the SP", audiences: []string{spAud}, acceptHub: true, authz: "Bearer bob-token",
+			user: "system:serviceaccount:dcm:bob", groups: []string{"system:serviceaccounts", user.AllAuthenticated}, reviews: []string{spAud}},
+		{name: "audiences and hub tokens: hub token", audiences: []string{spAud}, acceptHub: true, authz: "Bearer alice-token",
+			user: "alice", groups: []string{"team-a", user.AllAuthenticated}, reviews: []string{spAud, "-"}},
+		{name: "audiences and hub tokens: token of another service", audiences: []string{spAud}, acceptHub: true, authz: "Bearer eve-token", reviews: []string{spAud, "-"}},
+		{name: "audiences and hub tokens: no credentials, anonymous on", audiences: []string{spAud}, acceptHub: true, anonymous: true, user: user.Anonymous, groups: []string{user.AllUnauthenticated}},
+		{name: "audiences and hub tokens: unknown token, anonymous on", audiences: []string{spAud}, acceptHub: true, anonymous: true, authz: "Bearer forged", reviews: []string{spAud, "-"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := hubWithTokens(t)
-			g := guard(t, h, security.Options{Anonymous: c.anonymous, APIAudiences: c.audiences})
+			g := guard(t, h, security.Options{Anonymous: c.anonymous, APIAudiences: c.audiences, AcceptHubTokens: c.acceptHub})
 			r := request(c.authz)
 			u, err := g.Authenticate(r)
 			switch {

@@ -66,10 +66,13 @@ type Options struct {
 	Mode         string // ModeKubernetes or ModeNone
 	Anonymous    bool   // ModeKubernetes: requests without credentials are system:anonymous
 	ClientCAFile string // ModeKubernetes: CA of accepted client certificates ("" = bearer tokens only)
-	// APIAudiences (ModeKubernetes): audiences of tokens bound to this service, accepted besides the hub's own.
+	// APIAudiences (ModeKubernetes): audiences of tokens bound to this service. When set, only such tokens are
+	// accepted — a token a caller sends to the SP cannot also be used against the hub — unless AcceptHubTokens.
 	APIAudiences []string
-	APIGroup     string
-	Namespace    string // namespace of the authorization checks (the SP's)
+	// AcceptHubTokens (with APIAudiences): tokens for the hub's own audience are accepted too.
+	AcceptHubTokens bool
+	APIGroup        string
+	Namespace       string // namespace of the authorization checks (the SP's)
 	// Hub is where TokenReviews and SubjectAccessReviews go (ModeKubernetes).
 	Hub *rest.Config
 	// Registry receives the TLS reload metrics (nil: not exported); Log their state changes.
@@ -122,7 +125,7 @@ func New(o Options) (*Guard, error) {
 		g.clientCA = ca
 		ac.ClientCertificateCAContentProvider = ca
 	}
-	if g.authn, err = authenticatorFor(ac, o.APIAudiences); err != nil {
+	if g.authn, err = authenticatorFor(ac, o.APIAudiences, o.AcceptHubTokens); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
 	zc := authorizerfactory.DelegatingAuthorizerConfig{
@@ -137,18 +140,29 @@ func New(o Options) (*Guard, error) {
 	return g, nil
 }
 
-// authenticatorFor builds the delegating authenticator. With audiences it is two of them, tried in turn: one whose
-// TokenReviews ask for this service's audiences (and that checks client certificates), then one for tokens of the
-// hub's own audience (and that falls back to anonymous when configured) — so a token bound to this service and a
-// token for the hub are both accepted, and any other token is refused by both. As in an API server's
-// authentication filter, the audiences a TokenReview asks for are those of the request's context.
-func authenticatorFor(ac authenticatorfactory.DelegatingAuthenticatorConfig, audiences []string) (authenticator.Request, error) {
+// authenticatorFor builds the delegating authenticator. With audiences, its TokenReviews ask for this service's
+// audiences; with acceptHub too, it is two authenticators tried in turn: that one (which checks client
+// certificates), then one for tokens of the hub's own audience (which falls back to anonymous when configured) —
+// so a token bound to this service and a token for the hub are both accepted, and any other token is refused by
+// both. As in an API server's authentication filter, the audiences a TokenReview asks for are those of the
+// request's context.
+func authenticatorFor(ac authenticatorfactory.DelegatingAuthenticatorConfig, audiences []string, acceptHub bool) (authenticator.Request, error) {
 	if len(audiences) == 0 {
 		a, _, err := ac.New()
 		return a, err
 	}
 	bound := ac
-	bound.APIAudiences, bound.Anonymous = audiences, nil
+	bound.APIAudiences = audiences
+	if !acceptHub {
+		only, _, err := bound.New()
+		if err != nil {
+			return nil, err
+		}
+		return authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
+			return only.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), audiences)))
+		}), nil
+	}
+	bound.Anonymous = nil
 	hubOnly := ac
 	hubOnly.ClientCertificateCAContentProvider = nil
 	first, _, err := bound.New()
