@@ -93,6 +93,7 @@ func (m *migrateFlags) bind(f *pflag.FlagSet) {
 	f.StringVar(&m.o.MetricsAddr, "metrics-bind-address", ":9442", "address of /metrics (0: off)")
 	f.StringVar(&m.o.HealthAddr, "health-probe-bind-address", ":9443", "address of /healthz and /readyz (0: off)")
 	f.StringVar(&m.o.ProbeNamespace, "probe-namespace", "default", "existing namespace of the conversion webhook probe (a dry-run create)")
+	f.StringVar(&m.o.StateNamespace, "state-namespace", controller.DefaultStateNamespace, "existing namespace of the migrator's records of its runs (ConfigMaps; only capi-private may write there)")
 	for _, d := range []struct {
 		v          *time.Duration
 		name, help string

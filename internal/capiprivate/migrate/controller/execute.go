@@ -18,8 +18,8 @@ import (
 
 // execute persists a's Changes, then performs its I/O. Every action is idempotent: it re-reads what it changes
 // and skips what is already done, so a repeat after a crash is harmless.
-func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, s plan.State, g graph, a plan.Action) error {
-	if err := m.persist(ctx, hc, s, a); err != nil {
+func (m *Migrator) execute(ctx context.Context, hc *hyperv1.HostedCluster, rec *runRecord, s plan.State, g graph, a plan.Action) error {
+	if err := m.persist(ctx, hc, rec, s, a); err != nil {
 		return err
 	}
 	ns := ControlPlaneNamespace(hc)

@@ -161,7 +161,7 @@ func (r *rig) start(mutate func(*controller.RunOptions)) {
 		r.metrics = controller.NewMetrics(r.reg)
 	}
 	o := controller.RunOptions{
-		Options: controller.Options{Config: testConfig(), Metrics: r.metrics, ProbeNamespace: r.ns, Namespace: r.ns,
+		Options: controller.Options{Config: testConfig(), Metrics: r.metrics, ProbeNamespace: r.ns, Namespace: r.ns, StateNamespace: r.ns,
 			AfterAction: func(hc types.NamespacedName, p plan.Phase, a plan.Action) {
 				r.mu.Lock()
 				r.all = append(r.all, hcAction{hc: hc, at: time.Now()})

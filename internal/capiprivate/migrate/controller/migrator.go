@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -55,6 +56,9 @@ type Options struct {
 	Namespace string
 	// ProbeNamespace is where the conversion probe runs ("default").
 	ProbeNamespace string
+	// StateNamespace holds the migrator's records of its runs (DefaultStateNamespace): a namespace only
+	// capi-private may write, since the migrator acts on what they say.
+	StateNamespace string
 	// Metrics (NewMetrics(nil) when nil: kept but not exported).
 	Metrics *Metrics
 	// Recorder records Kubernetes events on the HostedClusters (none when nil).
@@ -112,6 +116,9 @@ func NewWithClient(c client.Client, disc discovery.DiscoveryInterface, o Options
 	}
 	if o.ProbeNamespace == "" {
 		o.ProbeNamespace = "default"
+	}
+	if o.StateNamespace == "" {
+		o.StateNamespace = DefaultStateNamespace
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)
@@ -173,13 +180,39 @@ func (m *Migrator) Reconcile(ctx context.Context, _ reconcile.Request) (reconcil
 	if err := m.c.List(ctx, hcs, client.InNamespace(m.opts.Namespace)); err != nil {
 		return reconcile.Result{}, err
 	}
-	m.gauges(hcs.Items)
+	recs, err := m.records(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	exists := map[types.UID]bool{}
+	anns := make([]map[string]string, len(hcs.Items))
+	refusals := make([]string, len(hcs.Items))
+	for i := range hcs.Items {
+		hc := &hcs.Items[i]
+		exists[hc.UID] = true
+		r := recs[hc.UID]
+		if r == nil {
+			r = &runRecord{run: plan.Record{}}
+		}
+		if err := m.settle(ctx, hc, r); err != nil {
+			return reconcile.Result{}, err
+		}
+		anns[i], refusals[i] = plan.Trusted(hc.Annotations, r.run)
+	}
+	if err := m.collectRecords(ctx, recs, exists); err != nil {
+		return reconcile.Result{}, err
+	}
+	m.gauges(hcs.Items, anns)
 	var cands []plan.Candidate
 	byKey := map[string]*hyperv1.HostedCluster{}
 	for i := range hcs.Items {
 		hc := &hcs.Items[i]
-		c := plan.Candidate{Namespace: hc.Namespace, Name: hc.Name, Created: hc.CreationTimestamp.Time,
-			State: plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)}
+		if refusals[i] != "" {
+			// Annotations claiming a run the migrator did not record start, advance and block nothing.
+			m.refuse(hc, refusals[i])
+			continue
+		}
+		c := plan.Candidate{Namespace: hc.Namespace, Name: hc.Name, Created: hc.CreationTimestamp.Time, State: stateOf(hc, anns[i])}
 		if c.State.InRun() {
 			// A run another cluster would wait for must be this HostedCluster's own: annotations claiming a run
 			// on a namespace that is not its control plane block nothing.
@@ -242,7 +275,18 @@ func (m *Migrator) drive(ctx context.Context, hc *hyperv1.HostedCluster, other s
 		if err := m.c.Get(ctx, key, hc); err != nil {
 			return 0, false, client.IgnoreNotFound(err)
 		}
-		s := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
+		rec, err := m.recordOf(ctx, hc)
+		if err != nil {
+			return 0, false, err
+		}
+		if err := m.settle(ctx, hc, rec); err != nil {
+			return 0, false, err
+		}
+		s, why := trusted(hc, rec)
+		if why != "" {
+			m.refuse(hc, why)
+			return 0, false, nil
+		}
 		if s.InRun() || s.Legacy {
 			// Before anything in its control plane namespace is read or changed (a lock, a phase's step).
 			why, err := m.controlPlaneProof(ctx, hc)
@@ -280,8 +324,8 @@ func (m *Migrator) drive(ctx context.Context, hc *hyperv1.HostedCluster, other s
 		}
 		done[actionKey(a)] = true
 		log.Info("action", "phase", s.Phase, "action", a.String())
-		if err := m.execute(ctx, hc, s, g, a); err != nil {
-			after, err := m.failed(ctx, hc, o, a, err)
+		if err := m.execute(ctx, hc, rec, s, g, a); err != nil {
+			after, err := m.failed(ctx, hc, rec, o, a, err)
 			if err != nil || after > 0 {
 				return after, true, err
 			}
@@ -296,10 +340,10 @@ func (m *Migrator) drive(ctx context.Context, hc *hyperv1.HostedCluster, other s
 // failed handles a failed action: plan.Fail decides (a rollback, a stalled report, or a retry). A transient
 // failure before Committed goes back to the work queue (the phase's deadline bounds its retries). It returns
 // when to look again (0: go on with the pass).
-func (m *Migrator) failed(ctx context.Context, hc *hyperv1.HostedCluster, o plan.Observation, a plan.Action, err error) (time.Duration, error) {
+func (m *Migrator) failed(ctx context.Context, hc *hyperv1.HostedCluster, rec *runRecord, o plan.Observation, a plan.Action, err error) (time.Duration, error) {
 	var perm *permanentError
 	permanent := errors.As(err, &perm)
-	s := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
+	s, _ := trusted(hc, rec)
 	reason := fmt.Sprintf("%s failed: %v", a.Kind, err)
 	if permanent {
 		reason = perm.reason
@@ -316,7 +360,7 @@ func (m *Migrator) failed(ctx context.Context, hc *hyperv1.HostedCluster, o plan
 	if f.Kind == plan.Wait {
 		return f.RequeueAfter, nil
 	}
-	return 0, m.persist(ctx, hc, s, f)
+	return 0, m.persist(ctx, hc, rec, s, f)
 }
 
 func truncate(s string, n int) string {
@@ -336,17 +380,31 @@ type permanentError struct {
 func (e *permanentError) Error() string { return e.reason + ": " + e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// persist writes a's annotation Changes on the HostedCluster (optimistic: a concurrent writer makes it retry),
-// records the event and metrics a transition means, and updates hc.
-func (m *Migrator) persist(ctx context.Context, hc *hyperv1.HostedCluster, s plan.State, a plan.Action) error {
+// persist writes a's annotation Changes: a change to the run keys first to hc's record, with the change marked
+// pending, then onto the HostedCluster (optimistic: a concurrent writer makes it retry; the next look finishes
+// the pending mirroring), then clears the mark. It records the event and metrics a transition means, and updates
+// hc and rec.
+func (m *Migrator) persist(ctx context.Context, hc *hyperv1.HostedCluster, rec *runRecord, s plan.State, a plan.Action) error {
 	if a.Changes.Empty() {
 		return nil
+	}
+	run := rec.run.With(a.Changes)
+	recorded := !maps.Equal(run, rec.run)
+	if recorded {
+		if err := m.writeRecord(ctx, hc, rec, run, &a.Changes); err != nil {
+			return err
+		}
 	}
 	body := map[string]any{"metadata": map[string]any{"annotations": a.Changes.MergePatch(), "resourceVersion": hc.ResourceVersion}}
 	if err := m.c.Patch(ctx, hc, rawMerge(body)); err != nil {
 		return err
 	}
-	after := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
+	if recorded {
+		if err := m.writeRecord(ctx, hc, rec, rec.run, nil); err != nil {
+			return err
+		}
+	}
+	after, _ := trusted(hc, rec)
 	m.transition(hc, s, after, a)
 	return nil
 }
@@ -369,15 +427,17 @@ func rawMerge(body map[string]any) client.Patch {
 	return client.RawPatch(types.MergePatchType, b)
 }
 
-// gauges sets the per-state gauge, and the stalled and blocked gauges, from a full list.
-func (m *Migrator) gauges(hcs []hyperv1.HostedCluster) {
+// gauges sets the per-state gauge, and the stalled and blocked gauges, from a full list and each HostedCluster's
+// trusted annotations (plan.Trusted).
+func (m *Migrator) gauges(hcs []hyperv1.HostedCluster, anns []map[string]string) {
 	counts := map[string]int{}
 	met := m.opts.Metrics
 	met.Stalled.Reset()
 	met.BlockedSince.Reset()
-	for _, hc := range hcs {
-		counts[scope.State(hc.Annotations)]++
-		s := plan.ReadState(hc.Annotations, hc.DeletionTimestamp != nil)
+	for i := range hcs {
+		hc := &hcs[i]
+		counts[scope.State(anns[i])]++
+		s := stateOf(hc, anns[i])
 		if s.Stalled != "" {
 			met.Stalled.WithLabelValues(hc.Namespace, hc.Name, string(s.Phase)).Set(1)
 		}

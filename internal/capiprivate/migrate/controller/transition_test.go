@@ -81,11 +81,16 @@ func TestGauges(t *testing.T) {
 	hc := func(a map[string]string) hyperv1.HostedCluster {
 		return hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Annotations: a}}
 	}
-	m.gauges([]hyperv1.HostedCluster{
+	hcs := []hyperv1.HostedCluster{
 		hc(map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}), hc(map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}),
 		hc(map[string]string{plan.PrivateTypesAnnotation: "true"}), hc(map[string]string{plan.InProgressAnnotation: "true"}),
 		hc(map[string]string{plan.FailedAnnotation: "x"}), hc(nil),
-	})
+	}
+	anns := make([]map[string]string, len(hcs))
+	for i := range hcs {
+		anns[i] = hcs[i].Annotations
+	}
+	m.gauges(hcs, anns)
 	for state, want := range map[string]float64{"legacy": 2, "migrated": 1, "in_progress": 1, "failed": 1, "unclassified": 1} {
 		if v := testutil.ToFloat64(m.opts.Metrics.HostedClusters.WithLabelValues(state)); v != want {
 			t.Errorf("hostedclusters{state=%s} = %v, want %v", state, v, want)

@@ -121,7 +121,7 @@ func TestInjectorWebhookIsTheCodes(t *testing.T) {
 	}
 }
 
-// The injector's and the mirror's ClusterRoles, and the leader election Role, are exactly the rules their
+// The injector's and the mirror's ClusterRoles, the leader election Role and the migrator's records Role are exactly the rules their
 // packages state (which their own hub tests run with).
 func TestRBACIsTheCodes(t *testing.T) {
 	objs := manifesttest.Render(t, Dir)
@@ -132,6 +132,8 @@ func TestRBACIsTheCodes(t *testing.T) {
 		{"ClusterRole", "capi-private-inject", inject.Rules()},
 		{"ClusterRole", "capi-private-rbac-mirror", rbacmirror.Rules()},
 		{"Role", "capi-private-leader-election", inject.LeaderElectionRules()},
+		{"Role", "capi-private-migrate-records", controller.RecordRules()},
+		{"Role", "capi-private-inject-keys", inject.KeyRules()},
 	} {
 		var got rbacv1.ClusterRole // a Role's rules decode the same
 		typed(t, manifesttest.Find(objs, c.kind, c.name), &got)

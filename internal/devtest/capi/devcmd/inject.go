@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
+	migratecontroller "github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/rbacmirror"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/capihub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/capi/injecttest"
@@ -119,6 +120,11 @@ func prepareNamespaces(ctx context.Context, c client.Client, controlPlane string
 	}
 	op := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: OperatorNamespace, Labels: map[string]string{inject.MarkerLabel: inject.MarkerValue}}}
 	if err := c.Create(ctx, op); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	// capi-private's own namespace: the migrator keeps its records there.
+	own := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: migratecontroller.DefaultStateNamespace}}
+	if err := c.Create(ctx, own); client.IgnoreAlreadyExists(err) != nil {
 		return err
 	}
 	f, err := injecttest.Load("cluster-api", controlPlane)

@@ -120,7 +120,7 @@ func TestMigratorRunsAsItsServiceAccount(t *testing.T) {
 	}
 
 	mig, err := controller.Start(context.Background(), id.Config, controller.RunOptions{
-		Options: controller.Options{Namespace: ns, ProbeNamespace: deploytest.Namespace, Config: plan.Config{
+		Options: controller.Options{Namespace: ns, ProbeNamespace: deploytest.Namespace, StateNamespace: deploytest.Namespace, Config: plan.Config{
 			QuietWindow: 2 * time.Second, HealthWindow: 3 * time.Second, Poll: 300 * time.Millisecond,
 		}},
 		LeaderElection: true, LeaderElectionNamespace: deploytest.Namespace, Registry: prometheus.NewRegistry(),
