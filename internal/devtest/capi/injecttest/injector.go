@@ -35,7 +35,7 @@ type InjectorOptions struct {
 	// KeyNamespace keeps the loopback CAs' keys (inject.DefaultKeyNamespace, created when missing as the install
 	// creates it).
 	KeyNamespace string
-	Log                     logr.Logger
+	Log          logr.Logger
 }
 
 // Injector is `capi-private inject` running in this process (inject.Run) on loopback listeners it holds, with its
