@@ -53,7 +53,7 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg.LogLevel, cfg.LogFormat = "warn", "json"
 	cfg.RequestTimeout, cfg.ShutdownTimeout = 7*time.Second, 9*time.Second
 	cfg.Auth, cfg.AuthAnonymous, cfg.AuthAPIGroup = config.AuthKubernetes, true, "keys.example.com"
-	cfg.APIAudiences, cfg.AllowPlaintextCredentials = []string{"keys-audience"}, true
+	cfg.APIAudiences, cfg.AllowPlaintextCredentials, cfg.AcceptHubTokens, cfg.AllowPlainHTTP = []string{"keys-audience"}, true, true, true
 	cfg.ClientCAFile = write("client-ca.crt", string(ca.CertPEM))
 	cfg.TLSCertFile, cfg.TLSKeyFile = write("tls.crt", string(serving.CertPEM)), write("tls.key", string(serving.KeyPEM))
 	cfg.HubQPS, cfg.HubBurst = 123, 456
@@ -189,6 +189,16 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 
 		// Tokens of that audience accepted: TestAuthAudiences.
 		"apiAudiences": func() { eq("apiAudiences", strings.Join(guard.APIAudiences, ","), "keys-audience") },
+		// Tokens for the hub accepted beside them: TestAuthAudiences.
+		"acceptHubTokens": func() { eq("acceptHubTokens", guard.AcceptHubTokens, true) },
+		// What it permits: config.TestPlainHTTPRule.
+		"allowPlainHTTP": func() {
+			plain := cfg
+			plain.ListenAddress, plain.TLSCertFile, plain.TLSKeyFile = ":8080", "", ""
+			allowed := plain.Validate() == nil
+			plain.AllowPlainHTTP = false
+			eq("allowPlainHTTP", allowed && plain.Validate() != nil, true)
+		},
 		// What it permits: config.TestCredentialsNeedTLS.
 		"allowPlaintextCredentials": func() {
 			plain := cfg

@@ -175,6 +175,17 @@ func TestHealthRestartsRollBack(t *testing.T) {
 			return
 		}
 		_ = pods[0].Manager.Stop() // the player did not stop it: a crash, restarted with restartCount 1
+		// The hook holds the migrator until the Pod's status shows the restart, as the kubelet's would before
+		// any later look: on a loaded machine the player's restart could otherwise come after Resuming's
+		// deadline, which then rolls back without having seen it.
+		pod := types.NamespacedName{Namespace: r.hc.Namespace(), Name: pods[0].Name}
+		if !testwait.PollEvery(200*time.Millisecond, 2*time.Minute, func() bool {
+			p := &corev1.Pod{}
+			return harness.Client.Get(context.Background(), pod, p) == nil && len(p.Status.ContainerStatuses) > 0 &&
+				p.Status.ContainerStatuses[0].RestartCount > 0
+		}) {
+			t.Errorf("pod %s: no restart in its status within 2 minutes", pod)
+		}
 	}, nil)
 	if why != plan.ReasonHealthCheckTimeout+": roll back: "+plan.ReasonHealthCheckTimeout+" (1 container restarts in pods of CAPI-dependent components)" {
 		t.Errorf("rollback %q", why)
