@@ -1,10 +1,8 @@
 package inject
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,17 +30,10 @@ const DefaultResync = 10 * time.Minute
 // MarkerLabel=MarkerValue and the hosted control plane namespaces whose route is Proxied. It creates it, renews the
 // serving certificate, rotates the CA and repairs a Secret someone broke (PlanCerts decides). A Secret is never
 // deleted: Pods injected earlier may still mount it after the namespace's route changed.
-//
-// The CA's private key never sits in the namespace (whoever may read Secrets there could sign certificates its
-// clients trust): it is kept in CAKeySecret(namespace) in KeyNamespace, the injector's own, written before the
-// namespace's Secret. A LoopbackSecret written before the keys moved gives its key up on the next look.
 type CertController struct {
 	Client client.Client
-	// Keys reads the key Secrets past the cache (which holds only LoopbackSecrets); KeyNamespace holds them.
-	Keys         client.Reader
-	KeyNamespace string
-	Routes       Router
-	Policy       CertPolicy
+	Routes Router
+	Policy CertPolicy
 	// Now is the clock (default time.Now); Resync the longest wait between checks (default DefaultResync).
 	Now     func() time.Time
 	Resync  time.Duration
@@ -86,71 +77,22 @@ func (r *CertController) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	exists := err == nil
-	key := &corev1.Secret{}
-	err = r.Keys.Get(ctx, types.NamespacedName{Namespace: r.KeyNamespace, Name: CAKeySecret(ns.Name)}, key)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, err
-	}
-	keyExists := err == nil
-	data := maps.Clone(secret.Data)
-	if data == nil {
-		data = map[string][]byte{}
-	}
-	if keyExists {
-		data[CAKeyKey] = key.Data[CAKeyKey]
-	}
-	plan := PlanCerts(data, now, r.Policy)
-	out := data
+	plan := PlanCerts(secret.Data, now, r.Policy)
 	if plan.Action != CertsCurrent {
-		if out, err = ExecuteCerts(data, plan, ns.Name, now, r.Policy); err != nil {
+		data, err := ExecuteCerts(secret.Data, plan, ns.Name, now, r.Policy)
+		if err != nil {
 			return reconcile.Result{}, err
 		}
-	}
-	if !keyExists || !bytes.Equal(key.Data[CAKeyKey], out[CAKeyKey]) {
-		if err := r.writeKey(ctx, ns.Name, key, keyExists, out[CAKeyKey]); err != nil {
+		if err := r.write(ctx, ns.Name, secret, exists, data); err != nil {
 			return reconcile.Result{}, err
 		}
-	}
-	_, keyInNamespace := secret.Data[CAKeyKey]
-	if plan.Action == CertsCurrent && !keyInNamespace {
-		return reconcile.Result{RequeueAfter: min(max(plan.Next.Sub(now), time.Second), r.resync())}, nil
-	}
-	public := maps.Clone(out)
-	delete(public, CAKeyKey)
-	if err := r.write(ctx, ns.Name, secret, exists, public); err != nil {
-		return reconcile.Result{}, err
-	}
-	action := string(plan.Action)
-	if plan.Action == CertsCurrent {
-		action, plan.Reason = "move_ca_key", "the CA key left the namespace"
-	}
-	if r.Actions != nil {
-		r.Actions.WithLabelValues(action).Inc()
-	}
-	ctrl.LoggerFrom(ctx).Info("loopback certificates written", "namespace", ns.Name, "action", action, "reason", plan.Reason)
-	return reconcile.Result{Requeue: true}, nil
-}
-
-// CAKeySecret is the name of the Secret, in the injector's own namespace, that holds namespace's loopback CA key.
-func CAKeySecret(namespace string) string { return LoopbackSecret + "-ca." + namespace }
-
-// writeKey stores a namespace's CA key in its key Secret (created on the first write; an update is optimistic).
-func (r *CertController) writeKey(ctx context.Context, namespace string, secret *corev1.Secret, exists bool, key []byte) error {
-	if !exists {
-		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.KeyNamespace, Name: CAKeySecret(namespace), Labels: map[string]string{ManagedByLabel: "capi-private"}},
-			Type:       corev1.SecretTypeOpaque, Data: map[string][]byte{CAKeyKey: key},
+		if r.Actions != nil {
+			r.Actions.WithLabelValues(string(plan.Action)).Inc()
 		}
-		if err := r.Client.Create(ctx, s); err != nil {
-			return fmt.Errorf("creating %s/%s: %w", r.KeyNamespace, s.Name, err)
-		}
-		return nil
+		ctrl.LoggerFrom(ctx).Info("loopback certificates written", "namespace", ns.Name, "action", plan.Action, "reason", plan.Reason)
+		return reconcile.Result{Requeue: true}, nil
 	}
-	secret.Data = map[string][]byte{CAKeyKey: key}
-	if err := r.Client.Update(ctx, secret); err != nil {
-		return fmt.Errorf("updating %s/%s: %w", r.KeyNamespace, secret.Name, err)
-	}
-	return nil
+	return reconcile.Result{RequeueAfter: min(max(plan.Next.Sub(now), time.Second), r.resync())}, nil
 }
 
 func (r *CertController) write(ctx context.Context, namespace string, secret *corev1.Secret, exists bool, data map[string][]byte) error {
