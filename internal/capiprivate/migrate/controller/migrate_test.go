@@ -428,6 +428,17 @@ func TestMigrateEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Dependents of the standard Cluster outside the CAPI groups: a Secret (a kind the migrator re-points) and a
+	// Service (a kind it does not list).
+	ownedByCluster := []metav1.OwnerReference{{APIVersion: oldCluster.GetAPIVersion(), Kind: "Cluster", Name: oldCluster.GetName(), UID: oldCluster.GetUID()}}
+	kubeconfig := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.hc.Namespace(), Name: "owned-kubeconfig", OwnerReferences: ownedByCluster}}
+	unlisted := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: r.hc.Namespace(), Name: "owned-service", OwnerReferences: ownedByCluster},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}}
+	for _, o := range []client.Object{kubeconfig, unlisted} {
+		if err := harness.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// A field manager that applies its fields (as HyperShift's nodepool controller applies MachineDeployments).
 	md := r.hc.Spec.MachineDeployments[0].Name
 	applyLabels(t, harness.Client, capipods.StandardGroups, r.hc.Namespace(), md, "a", "b")
@@ -466,6 +477,20 @@ func TestMigrateEndToEnd(t *testing.T) {
 	window := r.actionTime(plan.UnpausePrivate).Sub(r.actionTime(plan.PauseLegacyCluster))
 	t.Logf("migration of %d Machines took %s; MachineDeployments could not scale for %s (pause → unpause)", mds*machines, took.Round(time.Millisecond), window.Round(time.Millisecond))
 	checkExampleMachines(t, r, mds*machines)
+	// The Secret now belongs to the private Cluster. The Service was never listed: the old Cluster's deletion
+	// (propagationPolicy Orphan) made the garbage collector drop its ownerReference, and the Service stays.
+	if err := harness.Client.Get(ctx, client.ObjectKeyFromObject(kubeconfig), kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if refs := kubeconfig.OwnerReferences; len(refs) != 1 || refs[0].UID != newCluster.GetUID() {
+		t.Errorf("Secret owners %+v, want the private Cluster %s", refs, newCluster.GetUID())
+	}
+	testwait.For(t, time.Minute, "the garbage collector to orphan the Service owned by the old Cluster", func() bool {
+		if err := harness.Client.Get(ctx, client.ObjectKeyFromObject(unlisted), unlisted); err != nil {
+			t.Fatalf("the Service owned by the old Cluster: %v", err)
+		}
+		return len(unlisted.OwnerReferences) == 0
+	})
 	// CAPI's MachineDeployment controller copied each private MachineDeployment's annotations onto its MachineSet
 	// once unpaused: the MachineSet twins carry their MachineDeployment's migrated-from-uid, and the migration still
 	// told them apart from born objects (it would have rolled back otherwise).
@@ -509,8 +534,13 @@ func TestMigrateEndToEnd(t *testing.T) {
 	if v := testutil.ToFloat64(r.metrics.ObjectsCopied.WithLabelValues("Machine")); v != mds*machines {
 		t.Errorf("objects_copied_total{kind=Machine} = %v, want %d", v, mds*machines)
 	}
-	if v := testutil.ToFloat64(r.metrics.DependentsRepointed.WithLabelValues("HostedControlPlane")); v != 1 {
-		t.Errorf("dependents_repointed_total{kind=HostedControlPlane} = %v, want 1", v)
+	for _, kind := range []string{"HostedControlPlane", "Secret"} {
+		if v := testutil.ToFloat64(r.metrics.DependentsRepointed.WithLabelValues(kind)); v != 1 {
+			t.Errorf("dependents_repointed_total{kind=%s} = %v, want 1", kind, v)
+		}
+	}
+	if v := testutil.ToFloat64(r.metrics.DependentsRepointed.WithLabelValues("Service")); v != 0 {
+		t.Errorf("dependents_repointed_total{kind=Service} = %v, want 0", v)
 	}
 	if n := testutil.CollectAndCount(r.reg, "capi_private_migration_duration_seconds"); n != 1 {
 		t.Errorf("duration histogram series %d", n)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,11 +25,9 @@ import (
 // PrivateCRDLabel marks capi-private's CRDs (value "true").
 const PrivateCRDLabel = "hypershift.openshift.io/private-capi"
 
-// apiView is what discovery says about the API server: the catalog of the Cluster API kinds, and the namespaced
-// resources outside the renamed groups (at their preferred version) where dependents of CAPI objects may be.
+// apiView is what discovery says about the API server: the catalog of the Cluster API kinds.
 type apiView struct {
 	catalog plan.Catalog
-	others  []schema.GroupVersionKind
 	// incomplete lists the group versions discovery could not list ("" when none).
 	incomplete string
 }
@@ -37,7 +36,7 @@ type apiView struct {
 // labelled as capi-private's. A discovery that fails for some groups is not an error: it is reported as
 // incomplete, and the state machine waits rather than act on what it cannot see.
 func (m *Migrator) discover(ctx context.Context) (apiView, error) {
-	groupList, lists, err := m.disc.ServerGroupsAndResources()
+	_, lists, err := m.disc.ServerGroupsAndResources()
 	var v apiView
 	if err != nil {
 		var failed *discovery.ErrGroupDiscoveryFailed
@@ -55,25 +54,14 @@ func (m *Migrator) discover(ctx context.Context) (apiView, error) {
 	if err != nil {
 		return v, err
 	}
-	preferred := map[string]string{}
-	for _, g := range groupList {
-		preferred[g.Name] = g.PreferredVersion.Version
-	}
 	crds := map[string]*plan.CRD{}
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
-		if err != nil {
+		if err != nil || !m.opts.Mapping.IsStandard(gv.Group) && !m.opts.Mapping.IsPrivate(gv.Group) {
 			continue
 		}
-		mapped := m.opts.Mapping.IsStandard(gv.Group) || m.opts.Mapping.IsPrivate(gv.Group)
 		for _, r := range l.APIResources {
 			if strings.Contains(r.Name, "/") || !r.Namespaced {
-				continue
-			}
-			if !mapped {
-				if p, ok := preferred[gv.Group]; (!ok || p == gv.Version) && slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "patch") {
-					v.others = append(v.others, gv.WithKind(r.Kind))
-				}
 				continue
 			}
 			name := r.Name + "." + gv.Group
@@ -347,7 +335,30 @@ func paused(o *unstructured.Unstructured) bool {
 	return p
 }
 
-// dependent is an object outside the mapped groups with an ownerReference to one of a set of UIDs.
+// DependentKinds are the kinds, outside the CAPI groups, whose objects the migrator re-points from an old CAPI
+// object to its twin: those Cluster API and HyperShift give ownerReferences to CAPI objects in a hosted control plane
+// namespace — Secrets and ConfigMaps (a provider's bootstrap data, a Cluster's kubeconfig) and the
+// HostedControlPlane (Cluster API's Cluster controller owns its control plane object). The install grants list and
+// patch on exactly these (DependentRules). An object of another kind owned by an old object is not seen: deleting
+// the old objects with propagationPolicy Orphan (remove) makes the garbage collector drop that ownerReference and
+// keeps the object.
+var DependentKinds = []schema.GroupVersionKind{
+	{Version: "v1", Kind: "Secret"},
+	{Version: "v1", Kind: "ConfigMap"},
+	hyperv1.GroupVersion.WithKind("HostedControlPlane"),
+}
+
+// DependentRules are the permissions re-pointing needs on DependentKinds: list, and patch and delete (kube-apiserver's
+// OwnerReferencesPermissionEnforcement lets only who may delete an object change its ownerReferences; the migrator
+// deletes none of them).
+func DependentRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"list", "patch", "delete"}},
+		{APIGroups: []string{hyperv1.GroupVersion.Group}, Resources: []string{"hostedcontrolplanes"}, Verbs: []string{"list", "patch", "delete"}},
+	}
+}
+
+// dependent is an object of a DependentKind with an ownerReference to one of a set of UIDs.
 type dependent struct {
 	obj *metav1.PartialObjectMetadata
 }
@@ -358,10 +369,10 @@ func (m *Migrator) countDependents(ctx context.Context, g graph, to plan.UIDMap)
 	return len(deps), err
 }
 
-// dependents lists every namespaced, listable resource outside the mapped groups in the hosted control plane
-// namespace and returns the objects with an ownerReference naming a key of to. Cluster-scoped objects cannot have
-// namespaced owners, so the namespace is complete — provided discovery was (the callers check g.api.incomplete:
-// a resource discovery missed could hold an ownerReference nobody re-points).
+// dependents lists the DependentKinds in the hosted control plane namespace (metadata only) and returns the
+// objects with an ownerReference naming a key of to. Cluster-scoped objects cannot have namespaced owners. While
+// discovery is incomplete it refuses (the callers check g.api.incomplete and wait): the catalog of the kinds to move
+// may be missing one.
 func (m *Migrator) dependents(ctx context.Context, g graph, to plan.UIDMap) ([]dependent, error) {
 	if len(to) == 0 {
 		return nil, nil
@@ -370,12 +381,12 @@ func (m *Migrator) dependents(ctx context.Context, g graph, to plan.UIDMap) ([]d
 		return nil, fmt.Errorf("discovery incomplete (%s): not looking for dependents", g.api.incomplete)
 	}
 	var out []dependent
-	for _, gvk := range g.api.others {
+	for _, gvk := range DependentKinds {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := m.c.List(ctx, list, client.InNamespace(g.namespace)); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || meta.IsNoMatchError(err) {
-				continue
+			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+				continue // HostedControlPlanes not served
 			}
 			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}

@@ -3,6 +3,7 @@ package deploytest
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -141,6 +142,28 @@ func TestRBACIsTheCodes(t *testing.T) {
 		}
 	}
 }
+
+// The migrator lists and re-points exactly controller.DependentKinds outside the CAPI groups: its ClusterRole
+// holds controller.DependentRules and lists no resource of every group.
+func TestMigratorListsOnlyWhatItMoves(t *testing.T) {
+	var got rbacv1.ClusterRole
+	typed(t, manifesttest.Find(manifesttest.Render(t, Dir), "ClusterRole", "capi-private-migrate"), &got)
+	for _, want := range controller.DependentRules() {
+		if !slices.ContainsFunc(got.Rules, func(r rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(r, want) }) {
+			t.Errorf("capi-private-migrate lacks %+v", want)
+		}
+	}
+	capi := func(g string) bool {
+		return strings.HasSuffix(g, "cluster.x-k8s.io") || strings.HasSuffix(g, "cluster.hypershift.openshift.io")
+	}
+	for _, r := range got.Rules {
+		if slices.Contains(r.APIGroups, "*") || slices.Contains(r.Resources, "*") && !allOf(r.APIGroups, capi) {
+			t.Errorf("capi-private-migrate has a wildcard rule outside the CAPI groups: %+v", r)
+		}
+	}
+}
+
+func allOf(ss []string, f func(string) bool) bool { return !slices.ContainsFunc(ss, func(s string) bool { return !f(s) }) }
 
 // Every Deployment's arguments are flags its subcommand accepts (with $(POD_IP) and $(PROXY_IMAGE) as the kubelet
 // expands them): `--help` after them parses them first and fails on an unknown flag.
