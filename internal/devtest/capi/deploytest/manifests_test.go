@@ -163,7 +163,9 @@ func TestMigratorListsOnlyWhatItMoves(t *testing.T) {
 	}
 }
 
-func allOf(ss []string, f func(string) bool) bool { return !slices.ContainsFunc(ss, func(s string) bool { return !f(s) }) }
+func allOf(ss []string, f func(string) bool) bool {
+	return !slices.ContainsFunc(ss, func(s string) bool { return !f(s) })
+}
 
 // Every Deployment's arguments are flags its subcommand accepts (with $(POD_IP) and $(PROXY_IMAGE) as the kubelet
 // expands them): `--help` after them parses them first and fails on an unknown flag.
