@@ -56,6 +56,7 @@ func newInjectCommand() *cobra.Command {
 	f.StringVar(&o.MetricsListen, "metrics-listen", inject.DefaultMetricsListen, "HTTP address of /metrics, /healthz and /readyz")
 	f.BoolVar(&o.LeaderElection, "leader-elect", true, "elect one certificate controller (Lease "+inject.LeaderElectionID+"); every replica serves the webhook")
 	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
+	f.StringVar(&o.KeyNamespace, "key-namespace", inject.DefaultKeyNamespace, "existing namespace where the loopback CAs' private keys are kept (the injector's own: never a tenant's)")
 	f.StringVar(&o.Config.Image, "proxy-image", "", "image of the sidecar, running capi-private (required)")
 	f.StringSliceVar(&o.Config.Command, "proxy-command", inject.DefaultCommand, "command that runs capi-private in --proxy-image")
 	f.StringVar((*string)(&o.Config.ImagePullPolicy), "proxy-image-pull-policy", string(corev1.PullIfNotPresent), "the sidecar's imagePullPolicy")

@@ -1,8 +1,10 @@
 package inject
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,10 +32,19 @@ const DefaultResync = 10 * time.Minute
 // MarkerLabel=MarkerValue and the hosted control plane namespaces whose route is Proxied. It creates it, renews the
 // serving certificate, rotates the CA and repairs a Secret someone broke (PlanCerts decides). A Secret is never
 // deleted: Pods injected earlier may still mount it after the namespace's route changed.
+//
+// The CA's private key never sits in the namespace (whoever may read Secrets there could sign certificates its
+// clients trust). A namespace's certificates live in CAKeySecret(namespace) in KeyNamespace, the injector's own:
+// PlanCerts decides from that Secret alone, read past the cache, and a change is written there first, alone and
+// optimistically; the namespace's LoopbackSecret is its Projection, written on a later look. A LoopbackSecret
+// written before the keys moved is adopted (KeptData) and loses its key.
 type CertController struct {
 	Client client.Client
-	Routes Router
-	Policy CertPolicy
+	// Keys reads the kept Secrets past the cache (which holds only LoopbackSecrets); KeyNamespace holds them.
+	Keys         client.Reader
+	KeyNamespace string
+	Routes       Router
+	Policy       CertPolicy
 	// Now is the clock (default time.Now); Resync the longest wait between checks (default DefaultResync).
 	Now     func() time.Time
 	Resync  time.Duration
@@ -77,22 +88,92 @@ func (r *CertController) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	exists := err == nil
-	plan := PlanCerts(secret.Data, now, r.Policy)
-	if plan.Action != CertsCurrent {
-		data, err := ExecuteCerts(secret.Data, plan, ns.Name, now, r.Policy)
-		if err != nil {
+	kept := &corev1.Secret{}
+	err = r.Keys.Get(ctx, types.NamespacedName{Namespace: r.KeyNamespace, Name: CAKeySecret(ns.Name)}, kept)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	keptExists := err == nil
+	data, adopted := KeptData(kept.Data, keptExists, secret.Data)
+	plan := PlanCerts(data, now, r.Policy)
+	if plan.Action != CertsCurrent || !keptExists {
+		// The kept Secret changes first and alone; the next look projects it into the namespace.
+		out := data
+		if plan.Action != CertsCurrent {
+			if out, err = ExecuteCerts(data, plan, ns.Name, now, r.Policy); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		if err := r.writeKept(ctx, ns.Name, kept, keptExists, out); err != nil {
 			return reconcile.Result{}, err
 		}
-		if err := r.write(ctx, ns.Name, secret, exists, data); err != nil {
-			return reconcile.Result{}, err
+		action := string(plan.Action)
+		if adopted && plan.Action == CertsCurrent {
+			action, plan.Reason = "adopt", "the namespace's Secret held its CA key: the CA is kept, the key leaves the namespace"
 		}
-		if r.Actions != nil {
-			r.Actions.WithLabelValues(string(plan.Action)).Inc()
-		}
-		ctrl.LoggerFrom(ctx).Info("loopback certificates written", "namespace", ns.Name, "action", plan.Action, "reason", plan.Reason)
+		r.count(action)
+		ctrl.LoggerFrom(ctx).Info("loopback certificates written", "namespace", ns.Name, "action", action, "reason", plan.Reason)
 		return reconcile.Result{Requeue: true}, nil
 	}
+	if want := Projection(data); !exists || !maps.EqualFunc(secret.Data, want, bytes.Equal) {
+		if err := r.write(ctx, ns.Name, secret, exists, want); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.count("project")
+		ctrl.LoggerFrom(ctx).Info("loopback Secret written from the kept certificates", "namespace", ns.Name)
+	}
 	return reconcile.Result{RequeueAfter: min(max(plan.Next.Sub(now), time.Second), r.resync())}, nil
+}
+
+func (r *CertController) count(action string) {
+	if r.Actions != nil {
+		r.Actions.WithLabelValues(action).Inc()
+	}
+}
+
+// KeptData is what a namespace's certificates are planned from: its kept Secret's data when there is one (the
+// one truth: the namespace's Secret only projects it). With none kept yet, a namespace Secret that still holds its CA
+// key — written before the keys left the namespaces — is adopted (adopted true), so the CA its clients trust stays;
+// otherwise there is nothing (PlanCerts creates a CA).
+func KeptData(kept map[string][]byte, keptExists bool, namespaced map[string][]byte) (data map[string][]byte, adopted bool) {
+	if keptExists {
+		return kept, false
+	}
+	if _, ok := namespaced[CAKeyKey]; ok {
+		return maps.Clone(namespaced), true
+	}
+	return nil, false
+}
+
+// Projection is the namespace's LoopbackSecret data for kept: everything but the CA's private key.
+func Projection(kept map[string][]byte) map[string][]byte {
+	out := maps.Clone(kept)
+	delete(out, CAKeyKey)
+	return out
+}
+
+// CAKeySecret is the name of the Secret, in the injector's own namespace, that keeps namespace's loopback
+// certificates with the CA's private key: the one truth the namespace's LoopbackSecret projects.
+func CAKeySecret(namespace string) string { return LoopbackSecret + "-ca." + namespace }
+
+// writeKept writes a namespace's kept Secret (created on the first write; an update is optimistic: it carries the
+// resourceVersion read, so a writer that read an older one loses and looks again).
+func (r *CertController) writeKept(ctx context.Context, namespace string, secret *corev1.Secret, exists bool, data map[string][]byte) error {
+	if !exists {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.KeyNamespace, Name: CAKeySecret(namespace), Labels: map[string]string{ManagedByLabel: "capi-private"}},
+			Type:       corev1.SecretTypeOpaque, Data: data,
+		}
+		if err := r.Client.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating %s/%s: %w", r.KeyNamespace, s.Name, err)
+		}
+		return nil
+	}
+	secret.Data = data
+	if err := r.Client.Update(ctx, secret); err != nil {
+		return fmt.Errorf("updating %s/%s: %w", r.KeyNamespace, secret.Name, err)
+	}
+	return nil
 }
 
 func (r *CertController) write(ctx context.Context, namespace string, secret *corev1.Secret, exists bool, data map[string][]byte) error {

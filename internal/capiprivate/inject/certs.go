@@ -86,6 +86,9 @@ func PlanCerts(data map[string][]byte, now time.Time, p CertPolicy) CertPlan {
 	if err := leaf.CheckSignatureFrom(lb.ca.Cert); err != nil || !servesLoopback(leaf) {
 		return CertPlan{Action: CertsRenew, Reason: "the serving certificate is not the current CA's for 127.0.0.1", Next: now}
 	}
+	if now.Before(leaf.NotBefore) {
+		return CertPlan{Action: CertsRenew, Reason: "the serving certificate is not valid before " + leaf.NotBefore.UTC().Format(time.RFC3339), Next: now}
+	}
 	if !now.Before(leafRenew) {
 		return CertPlan{Action: CertsRenew, Reason: "the serving certificate expires " + leaf.NotAfter.UTC().Format(time.RFC3339), Next: now}
 	}

@@ -1,7 +1,9 @@
 package inject_test
 
 import (
+	"bytes"
 	"crypto/x509"
+	"maps"
 	"testing"
 	"time"
 
@@ -143,5 +145,48 @@ func TestPlanCertsRepairs(t *testing.T) {
 				t.Fatalf("plan %s (%s), want %s", got.Action, got.Reason, tc.want)
 			}
 		})
+	}
+	// A serving certificate issued by a clock ahead of this one is not valid yet for its clients: renewed.
+	ahead, err := inject.ExecuteCerts(good, inject.CertPlan{Action: inject.CertsRenew}, "ns", now.Add(21*24*time.Hour), testPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inject.PlanCerts(ahead, now, testPolicy); got.Action != inject.CertsRenew {
+		t.Errorf("a serving certificate not valid yet: plan %s (%s), want %s", got.Action, got.Reason, inject.CertsRenew)
+	}
+}
+
+// The kept Secret is the one truth; with none kept, only a namespace Secret that still holds its CA key is adopted;
+// the namespace's Secret is everything kept but the CA key.
+func TestKeptDataAndProjection(t *testing.T) {
+	full := map[string][]byte{inject.CABundleKey: []byte("ca"), inject.CAKeyKey: []byte("key"), inject.CertKey: []byte("crt"), inject.KeyKey: []byte("k")}
+	public := map[string][]byte{inject.CABundleKey: []byte("ca"), inject.CertKey: []byte("crt"), inject.KeyKey: []byte("k")}
+	other := map[string][]byte{inject.CABundleKey: []byte("other"), inject.CAKeyKey: []byte("other-key")}
+	for _, c := range []struct {
+		name        string
+		kept        map[string][]byte
+		keptExists  bool
+		namespaced  map[string][]byte
+		want        map[string][]byte
+		wantAdopted bool
+	}{
+		{"kept wins over a namespace Secret with a key", full, true, other, full, false},
+		{"kept wins over a projection", full, true, public, full, false},
+		{"none kept: a Secret with its key is adopted", nil, false, full, full, true},
+		{"none kept: a projection is not enough", nil, false, public, nil, false},
+		{"none kept, no Secret", nil, false, nil, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, adopted := inject.KeptData(c.kept, c.keptExists, c.namespaced)
+			if !maps.EqualFunc(got, c.want, bytes.Equal) || adopted != c.wantAdopted {
+				t.Errorf("KeptData = %v, %v; want %v, %v", got, adopted, c.want, c.wantAdopted)
+			}
+		})
+	}
+	if got := inject.Projection(full); !maps.EqualFunc(got, public, bytes.Equal) {
+		t.Errorf("Projection = %v, want %v", got, public)
+	}
+	if _, ok := full[inject.CAKeyKey]; !ok {
+		t.Error("Projection changed the kept data")
 	}
 }

@@ -44,8 +44,9 @@ const (
 
 	// LoopbackSecret is the per-namespace Secret with the loopback CA bundle and the sidecar's key pair.
 	LoopbackSecret = "capi-private-loopback"
-	// Keys of LoopbackSecret: CABundleKey the CAs clients trust (current first), CAKeyKey the current CA's private
-	// key (never mounted), CertKey the serving chain for 127.0.0.1, KeyKey its private key.
+	// Keys of LoopbackSecret: CABundleKey the CAs clients trust (current first), CertKey the serving chain for
+	// 127.0.0.1, KeyKey its private key. CAKeyKey, the current CA's private key, is kept out of the namespace: in
+	// the Secret CAKeySecret(namespace) of the injector's own namespace.
 	CABundleKey = "ca.crt"
 	CAKeyKey    = "ca.key"
 	CertKey     = "tls.crt"

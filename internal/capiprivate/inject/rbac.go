@@ -23,6 +23,12 @@ func Rules() []rbacv1.PolicyRule {
 	}
 }
 
+// KeyRules is what the certificate controller needs in its own namespace (a Role there): the Secrets that hold the
+// namespaces' loopback CA keys (CAKeySecret; a create is allowed by Rules).
+func KeyRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}}}
+}
+
 // LeaderElectionRules is what --leader-elect needs in --leader-election-namespace (a Role).
 func LeaderElectionRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{

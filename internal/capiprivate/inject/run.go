@@ -33,6 +33,7 @@ const (
 	DefaultListen        = "127.0.0.1:9443"
 	DefaultMetricsListen = "127.0.0.1:9444"
 	LeaderElectionID     = "capi-private-inject"
+	DefaultKeyNamespace  = "capi-private"
 )
 
 // RunOptions configure Run: the `capi-private inject` command.
@@ -47,6 +48,9 @@ type RunOptions struct {
 	CertFile, KeyFile string
 	// MetricsListen is the plain HTTP address of /metrics, /healthz and /readyz (loopback by default).
 	MetricsListen string
+	// KeyNamespace is where the loopback CAs' keys are kept (DefaultKeyNamespace): the injector's own namespace,
+	// which must exist.
+	KeyNamespace string
 	// LeaderElection elects one certificate controller (Lease LeaderElectionID); every replica serves the webhook.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -92,7 +96,8 @@ func Run(ctx context.Context, o RunOptions) error {
 		return err
 	}
 	routes := &Routes{Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
-	cc := &CertController{Client: mgr.GetClient(), Routes: routes, Policy: o.Policy, Now: o.Now, Resync: o.Resync, Actions: actions}
+	cc := &CertController{Client: mgr.GetClient(), Keys: mgr.GetAPIReader(), KeyNamespace: orDefault(o.KeyNamespace, DefaultKeyNamespace),
+		Routes: routes, Policy: o.Policy, Now: o.Now, Resync: o.Resync, Actions: actions}
 	if err := cc.SetupWithManager(mgr); err != nil {
 		return err
 	}

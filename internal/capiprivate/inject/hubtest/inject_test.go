@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"slices"
 	"strings"
 	"testing"
@@ -221,9 +222,11 @@ func servesLoopbackAt(s *corev1.Secret, at time.Time) bool {
 	return err == nil
 }
 
-// The certificate controller, running as exactly inject.Rules(), gives each marked namespace its Secret (and no
-// unmarked one), renews the serving certificate from the same CA when its clock says so, and repairs a deleted or
-// broken Secret.
+// The certificate controller, running as exactly inject.Rules() (and inject.KeyRules() in its own namespace),
+// gives each marked namespace its Secret (and no unmarked one) with no CA key in it — the certificates and the key
+// are kept in the injector's namespace, and the namespace's Secret projects them — renews the serving certificate
+// from the same CA when its clock says so, recreates a deleted Secret and repairs a broken one from the kept
+// certificates (the CA stays), and adopts a Secret written with its key before the keys moved.
 func TestLoopbackSecret(t *testing.T) {
 	ctx := context.Background()
 	plain := namespace(t, "certs-plain", main.name, false)
@@ -232,6 +235,7 @@ func TestLoopbackSecret(t *testing.T) {
 	if first.Labels[inject.ManagedByLabel] != "capi-private" {
 		t.Fatalf("labels %v", first.Labels)
 	}
+	checkKeyKeptOut(t, ns, first)
 	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: plain, Name: inject.LoopbackSecret}, &corev1.Secret{}); err == nil {
 		t.Fatal("an unmarked namespace got a loopback Secret")
 	}
@@ -256,7 +260,53 @@ func TestLoopbackSecret(t *testing.T) {
 	if err := env.Client.Update(ctx, broken); err != nil {
 		t.Fatal(err)
 	}
-	loopbackSecret(t, ns, "the broken Secret repaired", servesLoopback)
+	repaired := loopbackSecret(t, ns, "the broken Secret repaired", servesLoopback)
+	if string(repaired.Data[inject.CABundleKey]) != string(first.Data[inject.CABundleKey]) {
+		t.Error("recreating or repairing the namespace's Secret changed the CA: it is projected from the kept one")
+	}
+	checkKeyKeptOut(t, ns, repaired)
+
+	// A Secret as written before the keys moved (the CA key in the namespace, nothing kept), in a namespace marked
+	// only afterwards: it is adopted, the CA stays, and the key leaves the namespace.
+	old := namespace(t, "certs-old", main.name, false)
+	data, err := inject.ExecuteCerts(nil, inject.CertPlan{Action: inject.CertsCreate}, old, time.Now(), inject.DefaultCertPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: old, Name: inject.LoopbackSecret}, Data: data})
+	patch := []byte(`{"metadata":{"labels":{"` + inject.MarkerLabel + `":"` + inject.MarkerValue + `"}}}`)
+	if err := env.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: old}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	moved := loopbackSecret(t, old, "the CA key taken out of the namespace", func(s *corev1.Secret) bool { _, in := s.Data[inject.CAKeyKey]; return !in })
+	if string(moved.Data[inject.CABundleKey]) != string(data[inject.CABundleKey]) || !servesLoopback(moved) {
+		t.Error("adopting the namespace's Secret changed the CA or broke the pair")
+	}
+	checkKeyKeptOut(t, old, moved)
+}
+
+// checkKeyKeptOut: s, ns's LoopbackSecret, holds no CA key; the injector's namespace holds the key of s's current CA.
+func checkKeyKeptOut(t *testing.T, ns string, s *corev1.Secret) {
+	t.Helper()
+	if _, in := s.Data[inject.CAKeyKey]; in {
+		t.Fatalf("%s's loopback Secret holds the CA's private key", ns)
+	}
+	key := &corev1.Secret{}
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: inject.DefaultKeyNamespace, Name: inject.CAKeySecret(ns)}, key); err != nil {
+		t.Fatalf("the CA key of %s: %v", ns, err)
+	}
+	if _, err := tls.X509KeyPair(firstPEM(s.Data[inject.CABundleKey]), key.Data[inject.CAKeyKey]); err != nil {
+		t.Fatalf("the kept key is not the current CA's: %v", err)
+	}
+}
+
+// firstPEM is the first PEM block of b (the current CA of a bundle).
+func firstPEM(b []byte) []byte {
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil
+	}
+	return pem.EncodeToMemory(block)
 }
 
 // touch changes an annotation of namespace ns, which makes the certificate controller look at it again.

@@ -66,6 +66,9 @@ func setup(ctx context.Context, e *capihub.Env) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := keyRole(ctx, "capi-private-inject"); err != nil {
+		return nil, err
+	}
 	injectorConfig = cfg
 	main, err = startInjector(ctx, "main", func() time.Time { return time.Now().Add(time.Duration(clockOffset.Load())) })
 	if err != nil {
@@ -257,3 +260,23 @@ func logger() logr.Logger {
 }
 
 var verbosity sync.Once
+
+// keyRole grants user inject.KeyRules() in the injector's own namespace (created here, as the install creates it).
+func keyRole(ctx context.Context, user string) error {
+	ns := inject.DefaultKeyNamespace
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user + "-keys"}, Rules: inject.KeyRules()}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user + "-keys"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
@@ -123,10 +124,16 @@ func (ps *podSet) checkReload(t *testing.T, ctx context.Context, k *injecttest.K
 	t.Helper()
 	s := loopbackSecret(t, p.obj.Namespace, "", servesLoopback)
 	old := s.Data[inject.CertKey]
-	delete(s.Data, inject.KeyKey)
-	if err := env.Client.Update(ctx, s); err != nil {
+	// Break the kept certificates (the namespace's Secret only projects them) and make the controller look.
+	kept := &corev1.Secret{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: inject.DefaultKeyNamespace, Name: inject.CAKeySecret(p.obj.Namespace)}, kept); err != nil {
 		t.Fatal(err)
 	}
+	delete(kept.Data, inject.KeyKey)
+	if err := env.Client.Update(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, p.obj.Namespace)
 	renewed := loopbackSecret(t, p.obj.Namespace, "a new serving key pair", func(s *corev1.Secret) bool {
 		return servesLoopback(s) && string(s.Data[inject.CertKey]) != string(old)
 	})

@@ -134,6 +134,7 @@ func TestRBACIsTheCodes(t *testing.T) {
 		{"ClusterRole", "capi-private-rbac-mirror", rbacmirror.Rules()},
 		{"Role", "capi-private-leader-election", inject.LeaderElectionRules()},
 		{"Role", "capi-private-migrate-records", controller.RecordRules()},
+		{"Role", "capi-private-inject-keys", inject.KeyRules()},
 	} {
 		var got rbacv1.ClusterRole // a Role's rules decode the same
 		typed(t, manifesttest.Find(objs, c.kind, c.name), &got)

@@ -32,7 +32,10 @@ type InjectorOptions struct {
 	Now func() time.Time
 	// LeaderElectionNamespace, when set, elects the certificate controller on a Lease there, as deployed.
 	LeaderElectionNamespace string
-	Log                     logr.Logger
+	// KeyNamespace keeps the loopback CAs' keys (inject.DefaultKeyNamespace, created when missing as the install
+	// creates it).
+	KeyNamespace string
+	Log          logr.Logger
 }
 
 // Injector is `capi-private inject` running in this process (inject.Run) on loopback listeners it holds, with its
@@ -48,6 +51,12 @@ type Injector struct {
 // StartInjector runs the injector and registers it with c. It does not wait for kube-apiserver to use the
 // registration: see WaitEffective.
 func StartInjector(ctx context.Context, c client.Client, o InjectorOptions) (*Injector, error) {
+	if o.KeyNamespace == "" {
+		o.KeyNamespace = inject.DefaultKeyNamespace
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.KeyNamespace}}); client.IgnoreAlreadyExists(err) != nil {
+		return nil, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -67,6 +76,7 @@ func StartInjector(ctx context.Context, c client.Client, o InjectorOptions) (*In
 			CertFile: o.CertFile, KeyFile: o.KeyFile, Listener: l, MetricsListener: ml,
 			Now: o.Now, Log: o.Log, SkipNameValidation: true,
 			LeaderElection: o.LeaderElectionNamespace != "", LeaderElectionNamespace: o.LeaderElectionNamespace,
+			KeyNamespace: o.KeyNamespace,
 		})
 	}()
 	wh := inject.WebhookConfiguration(o.Registration, &in.Config, admissionregistrationv1.WebhookClientConfig{URL: &in.URL, CABundle: o.CA})

@@ -502,3 +502,48 @@ func allowedIn(t *testing.T, ns, sa string, a authorizationv1.ResourceAttributes
 	}
 	return r.Status.Allowed
 }
+
+// TestCanITable is `kubectl auth can-i --as=system:serviceaccount:capi-private:<sa>` for the requests that would
+// make a component as strong as cluster-admin, against the installed RBAC: every answer is the table's. A "yes"
+// in a row that must not be done everywhere is narrowed by an admission policy (TestWhatServiceAccountsMayNotDo
+// makes the real requests). The table is logged for the operations guide.
+func TestCanITable(t *testing.T) {
+	installRBAC(t)
+	sas := []string{deploytest.WebhookSA, deploytest.InjectSA, deploytest.RBACMirrorSA, deploytest.MigrateSA, deploytest.CRDsSA}
+	rows := []struct {
+		what string
+		a    authorizationv1.ResourceAttributes
+		want string // one y or n per ServiceAccount of sas
+	}{
+		{"bind clusterroles/cluster-admin", authorizationv1.ResourceAttributes{Verb: "bind", Group: rbacv1.GroupName, Resource: "clusterroles", Name: "cluster-admin"}, "nnnnn"},
+		{"escalate clusterroles", authorizationv1.ResourceAttributes{Verb: "escalate", Group: rbacv1.GroupName, Resource: "clusterroles"}, "nnnnn"},
+		{"create clusterrolebindings", authorizationv1.ResourceAttributes{Verb: "create", Group: rbacv1.GroupName, Resource: "clusterrolebindings"}, "nnynn"},
+		{"get secrets -n kube-system", authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "kube-system"}, "nnnnn"},
+		{"list secrets -A", authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"}, "nnnyn"},
+		{"create secrets -n kube-system (policy: only its loopback Secret)", authorizationv1.ResourceAttributes{Verb: "create", Resource: "secrets", Namespace: "kube-system"}, "nynnn"},
+		{"update secrets -n capi-private (policy: only its kept certificates)", authorizationv1.ResourceAttributes{Verb: "update", Resource: "secrets", Namespace: deploytest.Namespace}, "nynnn"},
+		{"list services -A", authorizationv1.ResourceAttributes{Verb: "list", Resource: "services"}, "nnnnn"},
+		{"list '*.*' -A", authorizationv1.ResourceAttributes{Verb: "list", Group: "*", Resource: "*"}, "nnnnn"},
+		{"patch deployments/coredns -n kube-system", authorizationv1.ResourceAttributes{Verb: "patch", Group: "apps", Resource: "deployments", Namespace: "kube-system", Name: "coredns"}, "nnnnn"},
+		{"delete pods -n kube-system (policy: control plane namespaces only)", authorizationv1.ResourceAttributes{Verb: "delete", Resource: "pods", Namespace: "kube-system"}, "nnnyn"},
+		{"patch namespaces (policy: control plane namespaces only)", authorizationv1.ResourceAttributes{Verb: "patch", Resource: "namespaces", Name: "kube-system"}, "nnnyn"},
+		{"create pods -n kube-system", authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "kube-system"}, "nnnnn"},
+	}
+	var table strings.Builder
+	table.WriteString("| request | " + strings.Join(sas, " | ") + " |\n|---|" + strings.Repeat("---|", len(sas)) + "\n")
+	for _, r := range rows {
+		table.WriteString("| " + r.what + " |")
+		for i, sa := range sas {
+			got := "n"
+			if allowed(t, sa, r.a) {
+				got = "y"
+			}
+			table.WriteString(" " + map[string]string{"y": "yes", "n": "no"}[got] + " |")
+			if got != r.want[i:i+1] {
+				t.Errorf("can-i %s as %s: %s, want %s", r.what, sa, got, r.want[i:i+1])
+			}
+		}
+		table.WriteString("\n")
+	}
+	t.Logf("kubectl auth can-i per ServiceAccount:\n%s", table.String())
+}
