@@ -84,6 +84,18 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }
 
+// upstream is kube-apiserver for the proxy: --upstream-kubeconfig, $KUBECONFIG, ~/.kube/config, then in-cluster. In
+// passthrough mode inside a Pod (no kubeconfig named) that is proxy.InClusterCA: the address and the CA, no token,
+// which the sidecar is not given.
+func (p *proxyFlags) upstream() (*rest.Config, error) {
+	if p.opts.Auth == proxy.AuthPassthrough && p.kubeconfig == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		if cfg, err := proxy.InClusterCA(os.Getenv, func(path string) string { return path }); err == nil {
+			return cfg, nil
+		}
+	}
+	return restConfig(p.kubeconfig)
+}
+
 // clientConfigFlags choose the conversion webhook client config of the private CRDs.
 type clientConfigFlags struct {
 	url, serviceNamespace, serviceName, caBundleFile string
@@ -328,7 +340,7 @@ func (p *proxyFlags) run(cmd *cobra.Command) error {
 		p.adm.Upstream = u
 		p.opts.Admission = &p.adm
 	}
-	cfg, err := restConfig(p.kubeconfig)
+	cfg, err := p.upstream()
 	if err != nil {
 		return err
 	}

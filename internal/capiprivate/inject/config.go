@@ -40,6 +40,8 @@ const (
 	// APIAccessVolume is the projected service-account volume of the rerouted containers (token and namespace as
 	// the Pod's own kube-api-access volume, ca.crt the loopback CA); TLSVolume is the sidecar's key pair.
 	APIAccessVolume = "capi-private-api-access"
+	// UpstreamCAVolume is the sidecar's service-account volume: the CA of the Pod's own, without its token.
+	UpstreamCAVolume = "capi-private-upstream-ca"
 	TLSVolume       = "capi-private-proxy-tls"
 
 	// LoopbackSecret is the per-namespace Secret with the loopback CA bundle and the sidecar's key pair.

@@ -57,8 +57,9 @@ func (c *Config) Target(pod *corev1.Pod) (component string, containers []string,
 // Inject decides what the injector does to pod under c and returns the Pod to admit: pod itself when nothing
 // changes, otherwise a mutated copy. A Refused decision means the Pod must be denied.
 //
-// For an injected Pod: the sidecar is the first init container (restartPolicy Always) and mounts the Pod's own
-// kube-api-access volume, so it reaches kube-apiserver like any in-cluster client; each rerouted container gets
+// For an injected Pod: the sidecar is the first init container (restartPolicy Always) and mounts, at the
+// service-account path, the CA of the Pod's own kube-api-access volume and no token (UpstreamCAVolume), so it
+// reaches kube-apiserver like an in-cluster client that forwards its callers' tokens; each rerouted container gets
 // KUBERNETES_SERVICE_HOST=127.0.0.1, KUBERNETES_SERVICE_PORT(_HTTPS)=Port and, at the service-account path, the
 // APIAccessVolume instead of kube-api-access. Containers not rerouted, and every kubeconfig with an explicit
 // server, are left as they are.
@@ -76,8 +77,7 @@ func Inject(pod *corev1.Pod, c *Config) (*corev1.Pod, Decision) {
 		return pod, refuse(d, reason)
 	}
 	out := pod.DeepCopy()
-	var apiAccess *corev1.Volume
-	var podAPIAccess string // the Pod's own service-account volume, which the sidecar mounts
+	var apiAccess, upstreamCA *corev1.Volume
 	for _, name := range containers {
 		i := slices.IndexFunc(out.Spec.Containers, func(ct corev1.Container) bool { return ct.Name == name })
 		if i < 0 {
@@ -90,10 +90,12 @@ func Inject(pod *corev1.Pod, c *Config) (*corev1.Pod, Decision) {
 			continue
 		}
 		if apiAccess == nil {
-			if apiAccess, reason = apiAccessVolume(vol); reason != "" {
+			if apiAccess, reason = apiAccessVolume(vol); reason == "" {
+				upstreamCA, reason = upstreamCAVolume(vol)
+			}
+			if reason != "" {
 				return pod, refuse(d, fmt.Sprintf("container %s: %s", name, reason))
 			}
-			podAPIAccess = vol.Name
 		}
 		reroute(&out.Spec.Containers[i], c.Port)
 		d.Rerouted = append(d.Rerouted, name)
@@ -101,8 +103,8 @@ func Inject(pod *corev1.Pod, c *Config) (*corev1.Pod, Decision) {
 	if len(d.Rerouted) == 0 {
 		return pod, refuse(d, "no configured container can be rerouted ("+describe(d.Skipped)+"): it would talk to kube-apiserver unproxied")
 	}
-	out.Spec.Volumes = append(out.Spec.Volumes, *apiAccess, tlsVolume())
-	out.Spec.InitContainers = slices.Insert(out.Spec.InitContainers, 0, sidecar(c, podAPIAccess))
+	out.Spec.Volumes = append(out.Spec.Volumes, *apiAccess, tlsVolume(), *upstreamCA)
+	out.Spec.InitContainers = slices.Insert(out.Spec.InitContainers, 0, sidecar(c))
 	if out.Annotations == nil {
 		out.Annotations = map[string]string{}
 	}
@@ -131,8 +133,10 @@ func unsafePod(pod *corev1.Pod, c *Config) string {
 			}
 		}
 	}
-	if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == APIAccessVolume || v.Name == TLSVolume }) {
-		return "the Pod already has a volume named " + APIAccessVolume + " or " + TLSVolume
+	if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == APIAccessVolume || v.Name == TLSVolume || v.Name == UpstreamCAVolume
+	}) {
+		return "the Pod already has a volume named " + APIAccessVolume + ", " + TLSVolume + " or " + UpstreamCAVolume
 	}
 	return ""
 }
@@ -183,6 +187,24 @@ func apiAccessVolume(orig *corev1.Volume) (*corev1.Volume, string) {
 		LocalObjectReference: corev1.LocalObjectReference{Name: LoopbackSecret},
 		Items:                []corev1.KeyToPath{{Key: CABundleKey, Path: "ca.crt"}},
 	}})
+	return v, ""
+}
+
+// upstreamCAVolume is the sidecar's service-account volume: only the CA projections (ConfigMaps) of the Pod's own
+// kube-api-access volume. The sidecar forwards its callers' tokens and needs none of its own: the Pod's token is
+// not mounted into it.
+func upstreamCAVolume(orig *corev1.Volume) (*corev1.Volume, string) {
+	v := &corev1.Volume{Name: UpstreamCAVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: orig.Projected.DefaultMode,
+	}}}
+	for _, src := range orig.Projected.Sources {
+		if src.ConfigMap != nil {
+			v.Projected.Sources = append(v.Projected.Sources, *src.DeepCopy())
+		}
+	}
+	if len(v.Projected.Sources) == 0 {
+		return nil, "the service-account volume " + orig.Name + " projects no CA ConfigMap"
+	}
 	return v, ""
 }
 

@@ -121,6 +121,15 @@ func TestInjectDecisions(t *testing.T) {
 			f, _ := injecttest.Load("cluster-api", "ns")
 			return f.Pod("p") // automountServiceAccountToken false would leave it like this
 		}},
+		{name: "no CA to give the sidecar", want: inject.Refused, reason: "projects no CA ConfigMap", pod: func(t *testing.T) *corev1.Pod {
+			p := base(t)
+			for _, v := range p.Spec.Volumes {
+				if v.Projected != nil {
+					v.Projected.Sources = slices.DeleteFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool { return s.ConfigMap != nil })
+				}
+			}
+			return p
+		}},
 		{name: "container renamed upstream", want: inject.Refused, reason: "manager: no such container", pod: func(t *testing.T) *corev1.Pod {
 			p := base(t)
 			p.Spec.Containers[0].Name = "controller"

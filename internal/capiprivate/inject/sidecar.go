@@ -11,9 +11,10 @@ import (
 
 // sidecar is the proxy container: `capi-private proxy` serving HTTPS on 127.0.0.1:Port with the namespace's
 // loopback key pair (reloaded when the Secret changes), health and metrics on HealthPort, passthrough auth (each
-// rerouted container's own token reaches kube-apiserver), upstream from the Pod's own service-account volume and
-// the kubelet's KUBERNETES_SERVICE_* variables. Its startup probe holds the Pod's containers until it is ready.
-func sidecar(c *Config, podAPIAccess string) corev1.Container {
+// rerouted container's own token reaches kube-apiserver), upstream from the kubelet's KUBERNETES_SERVICE_*
+// variables and the cluster's CA, the only file of its service-account mount (UpstreamCAVolume: no token). Its
+// startup probe holds the Pod's containers until it is ready.
+func sidecar(c *Config) corev1.Container {
 	health := &corev1.HTTPGetAction{Port: intstr.FromInt32(c.HealthPort), Scheme: corev1.URISchemeHTTP}
 	probe := func(p string, period, failures int32) *corev1.Probe {
 		h := *health
@@ -44,7 +45,7 @@ func sidecar(c *Config, podAPIAccess string) corev1.Container {
 		},
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: TLSVolume, MountPath: TLSMountPath, ReadOnly: true},
-			{Name: podAPIAccess, MountPath: ServiceAccountMountPath, ReadOnly: true},
+			{Name: UpstreamCAVolume, MountPath: ServiceAccountMountPath, ReadOnly: true},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +71,14 @@ func (ps *podSet) startSidecar(t *testing.T, p *pod) {
 	if flags["listen"] != ps.api.Addr().String() || flags["metrics-listen"] != fmt.Sprintf(":%d", ps.health.Addr().(*net.TCPAddr).Port) {
 		t.Fatalf("sidecar args %v do not name the listeners the injector was configured with", sc.Args)
 	}
-	upstream, err := p.sidecar.InClusterConfig()
+	// What the command does in the container (proxy.InClusterCA), read through the container's view of its env and
+	// mounts: no token is mounted to read.
+	if p.sidecar.Path(proxy.InClusterDir+"/token") != "" {
+		if _, err := os.Stat(p.sidecar.Path(proxy.InClusterDir + "/token")); err == nil {
+			t.Fatal("the sidecar has a service-account token mounted")
+		}
+	}
+	upstream, err := proxy.InClusterCA(func(k string) string { return p.sidecar.Env[k] }, p.sidecar.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,23 +68,30 @@ func CheckInjected(t testing.TB, in, out *corev1.Pod, c *inject.Config, rerouted
 	checkVolumes(t, in, out, saVolume(sc))
 }
 
-func checkVolumes(t testing.TB, in, out *corev1.Pod, podAPIAccess string) {
+func checkVolumes(t testing.TB, in, out *corev1.Pod, sidecarMount string) {
 	t.Helper()
 	if diff := cmp.Diff(in.Spec.Volumes, out.Spec.Volumes[:len(in.Spec.Volumes)]); diff != "" {
 		t.Fatalf("the Pod's volumes changed:\n%s", diff)
 	}
 	added := out.Spec.Volumes[len(in.Spec.Volumes):]
-	if len(added) != 2 || added[0].Name != inject.APIAccessVolume || added[1].Name != inject.TLSVolume {
+	if len(added) != 3 || added[0].Name != inject.APIAccessVolume || added[1].Name != inject.TLSVolume || added[2].Name != inject.UpstreamCAVolume {
 		t.Fatalf("added volumes %v", added)
 	}
-	if !strings.HasPrefix(podAPIAccess, "kube-api-access-") {
-		t.Fatalf("the sidecar mounts %q at the service-account path, want the Pod's kube-api-access volume", podAPIAccess)
+	if sidecarMount != inject.UpstreamCAVolume {
+		t.Fatalf("the sidecar mounts %q at the service-account path, want %s", sidecarMount, inject.UpstreamCAVolume)
 	}
 	var orig *corev1.Volume
 	for i := range in.Spec.Volumes {
-		if in.Spec.Volumes[i].Name == podAPIAccess {
+		if strings.HasPrefix(in.Spec.Volumes[i].Name, "kube-api-access-") {
 			orig = &in.Spec.Volumes[i]
 		}
+	}
+	if orig == nil {
+		t.Fatal("the Pod has no kube-api-access volume")
+	}
+	// The sidecar's: the Pod's CA (its ConfigMap projection) and no token.
+	if ca := added[2].Projected; ca == nil || len(ca.Sources) != 1 || !cmp.Equal(ca.Sources[0], orig.Projected.Sources[1]) || ca.Sources[0].ConfigMap == nil {
+		t.Fatalf("the sidecar's volume %+v: want only the Pod's CA ConfigMap projection %+v", added[2], orig.Projected.Sources[1])
 	}
 	src := added[0].Projected.Sources
 	if len(src) != 3 || !cmp.Equal(src[0], orig.Projected.Sources[0]) || !cmp.Equal(src[1], orig.Projected.Sources[2]) ||
