@@ -42,7 +42,7 @@ const (
 	APIAccessVolume = "capi-private-api-access"
 	// UpstreamCAVolume is the sidecar's service-account volume: the CA of the Pod's own, without its token.
 	UpstreamCAVolume = "capi-private-upstream-ca"
-	TLSVolume       = "capi-private-proxy-tls"
+	TLSVolume        = "capi-private-proxy-tls"
 
 	// LoopbackSecret is the per-namespace Secret with the loopback CA bundle and the sidecar's key pair.
 	LoopbackSecret = "capi-private-loopback"
