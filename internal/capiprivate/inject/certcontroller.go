@@ -64,10 +64,13 @@ func NewCertActions(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 func (r *CertController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ns := &corev1.Namespace{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: req.Name}, ns); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.forget(ctx, req.Name)
+		}
+		return reconcile.Result{}, err
 	}
 	if ns.DeletionTimestamp != nil {
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.forget(ctx, ns.Name)
 	}
 	if ns.Labels[MarkerLabel] != MarkerValue {
 		route, err := r.Routes.Route(ctx, ns.Name)
@@ -123,6 +126,20 @@ func (r *CertController) Reconcile(ctx context.Context, req reconcile.Request) (
 		ctrl.LoggerFrom(ctx).Info("loopback Secret written from the kept certificates", "namespace", ns.Name)
 	}
 	return reconcile.Result{RequeueAfter: min(max(plan.Next.Sub(now), time.Second), r.resync())}, nil
+}
+
+// forget deletes the kept certificates of a namespace that is gone or going: nothing will trust its CA again.
+func (r *CertController) forget(ctx context.Context, namespace string) error {
+	kept := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.KeyNamespace, Name: CAKeySecret(namespace)}}
+	if err := r.Client.Delete(ctx, kept); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("deleting %s/%s: %w", kept.Namespace, kept.Name, err)
+	}
+	r.count("forget")
+	ctrl.LoggerFrom(ctx).Info("kept loopback certificates deleted with their namespace", "namespace", namespace)
+	return nil
 }
 
 func (r *CertController) count(action string) {

@@ -12,6 +12,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -283,6 +284,15 @@ func TestLoopbackSecret(t *testing.T) {
 		t.Error("adopting the namespace's Secret changed the CA or broke the pair")
 	}
 	checkKeyKeptOut(t, old, moved)
+
+	// A namespace that goes takes its kept certificates with it.
+	if err := env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: old}}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 30*time.Second, "the kept certificates of the deleted namespace "+old+" deleted", func() bool {
+		err := env.Client.Get(ctx, types.NamespacedName{Namespace: inject.DefaultKeyNamespace, Name: inject.CAKeySecret(old)}, &corev1.Secret{})
+		return apierrors.IsNotFound(err)
+	})
 }
 
 // checkKeyKeptOut: s, ns's LoopbackSecret, holds no CA key; the injector's namespace holds the key of s's current CA.

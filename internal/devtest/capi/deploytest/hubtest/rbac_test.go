@@ -332,7 +332,9 @@ func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 	tenantSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "tenant-credentials"}, StringData: map[string]string{"k": "v"}}
 	hcpSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hcp, Name: "kubeconfig"}, StringData: map[string]string{"k": "v"}}
 	hcpConfigMap := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: hcp, Name: "settings"}}
-	for _, o := range []client.Object{tenantPod, tenantSecret, hcpSecret, hcpConfigMap} {
+	// Another component's Secret in capi-private, where the injector keeps its certificates.
+	ownSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: deploytest.Namespace, Name: "capi-private-webhook-tls"}, StringData: map[string]string{"k": "v"}}
+	for _, o := range []client.Object{tenantPod, tenantSecret, hcpSecret, hcpConfigMap, ownSecret} {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -421,6 +423,8 @@ func TestWhatServiceAccountsMayNotDo(t *testing.T) {
 				create(secret(hcp, inject.LoopbackSecret, corev1.SecretTypeServiceAccountToken)),
 				create(secret(tenant, inject.LoopbackSecret, corev1.SecretTypeOpaque)),
 				create(secret(hcp, "tenant-credentials", corev1.SecretTypeOpaque)),
+				create(secret(deploytest.Namespace, "capi-private-webhook-other", corev1.SecretTypeOpaque)),
+				remove(ownSecret),
 			}},
 		// The migrator patches only the Deployments it quiesces (RBAC by name), and writes only in control plane
 		// namespaces, only what a migration changes (admission policy).
