@@ -290,6 +290,7 @@ func newProxyCommand() *cobra.Command {
 	f.StringVar(&p.opts.TLSKeyFile, "tls-private-key-file", "", "serving key (PEM) of the proxy, reloaded when it changes")
 	f.StringVar(&p.selfSignedDir, "tls-self-signed-dir", "", "serve HTTPS on loopback with a throw-away CA written to DIR/ca.crt (for sidecar kubeconfigs: client-go sends no token to an http:// server)")
 	f.IntVar(&p.listenFD, "listen-fd", -1, "serve the proxy on this inherited listening socket instead of --listen (socket activation: the socket outlives restarts)")
+	f.StringVar((*string)(&p.opts.MetricsAuth), "metrics-auth", string(proxy.MetricsOpen), "who may read /metrics: none (whoever reaches --metrics-listen) or self-review (a bearer token kube-apiserver says may get /metrics; passthrough only)")
 	f.IntVar(&p.metricsFD, "metrics-listen-fd", -1, "serve metrics on this inherited listening socket instead of --metrics-listen")
 	f.DurationVar(&p.opts.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long open requests may finish at shutdown (watches end at once)")
 	f.StringVar(&p.admUpstream, "webhook-upstream", "", "https URL of CAPI's webhook server: serve the admission side for the private groups")

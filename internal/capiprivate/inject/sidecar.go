@@ -7,10 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
 )
 
 // sidecar is the proxy container: `capi-private proxy` serving HTTPS on 127.0.0.1:Port with the namespace's
-// loopback key pair (reloaded when the Secret changes), health and metrics on HealthPort, passthrough auth (each
+// loopback key pair (reloaded when the Secret changes), health and metrics on HealthPort (metrics only to a token
+// allowed to get /metrics: proxy.MetricsSelfReview), passthrough auth (each
 // rerouted container's own token reaches kube-apiserver), upstream from the kubelet's KUBERNETES_SERVICE_*
 // variables and the cluster's CA, the only file of its service-account mount (UpstreamCAVolume: no token). Its
 // startup probe holds the Pod's containers until it is ready.
@@ -28,6 +31,7 @@ func sidecar(c *Config) corev1.Container {
 			"proxy",
 			fmt.Sprintf("--listen=127.0.0.1:%d", c.Port),
 			fmt.Sprintf("--metrics-listen=:%d", c.HealthPort),
+			"--metrics-auth=" + string(proxy.MetricsSelfReview),
 			"--tls-cert-file=" + path.Join(TLSMountPath, CertKey),
 			"--tls-private-key-file=" + path.Join(TLSMountPath, KeyKey),
 		},

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -29,6 +30,8 @@ type RunOptions struct {
 	Listen string
 	// MetricsListen is the plain HTTP address of /metrics, /healthz and /readyz (default 127.0.0.1:9441).
 	MetricsListen string
+	// MetricsAuth says who may read /metrics (default MetricsOpen).
+	MetricsAuth MetricsAuth
 	// TLSCertFile and TLSKeyFile, when set, serve the proxy over HTTPS (reloaded when the files change). Client
 	// certificates are never requested (tls.NoClientCert): they cannot be passed upstream.
 	TLSCertFile, TLSKeyFile string
@@ -108,7 +111,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if err != nil {
 		return err
 	}
-	msrv := &http.Server{Handler: metricsMux(reg, p), ReadHeaderTimeout: 10 * time.Second}
+	msrv := &http.Server{Handler: metricsMux(reg, p, opts.MetricsAuth), ReadHeaderTimeout: 10 * time.Second}
 	var asrv *http.Server
 	var al net.Listener
 	if a := opts.Admission; a != nil {
@@ -175,6 +178,17 @@ func (opts *RunOptions) complete() (tlsOn bool, err error) {
 	if auth == "" {
 		auth = AuthPassthrough
 	}
+	switch opts.MetricsAuth {
+	case "":
+		opts.MetricsAuth = MetricsOpen
+	case MetricsOpen:
+	case MetricsSelfReview:
+		if auth != AuthPassthrough {
+			return false, errors.New("--metrics-auth self-review needs --auth passthrough (the review must carry the scraper's token alone)")
+		}
+	default:
+		return false, fmt.Errorf("--metrics-auth %q: none or self-review", opts.MetricsAuth)
+	}
 	listenAddr := opts.Listen
 	if opts.Listener != nil {
 		listenAddr = opts.Listener.Addr().String()
@@ -210,10 +224,15 @@ func (opts *RunOptions) listeners() (l, ml net.Listener, err error) {
 	return l, ml, nil
 }
 
-// metricsMux serves /metrics, /healthz and /readyz (kube-apiserver reachable through the proxy's transport).
-func metricsMux(reg *prometheus.Registry, p *Proxy) *http.ServeMux {
+// metricsMux serves /metrics (to whom auth allows), /healthz and /readyz (kube-apiserver reachable through the
+// proxy's transport).
+func metricsMux(reg *prometheus.Registry, p *Proxy, auth MetricsAuth) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if auth == MetricsSelfReview {
+		metrics = (&selfReviewer{e: p.e, now: time.Now, cache: map[[sha256.Size]byte]review{}}).wrap(metrics)
+	}
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := p.Ready(r.Context()); err != nil {

@@ -227,6 +227,7 @@ func TestCAPIThroughInjectedSidecar(t *testing.T) {
 		}
 		cp := e.pods["cluster-api"]
 		cp.set.checkReload(t, ctx, e.kubelet, cp)
+		cp.set.checkMetricsAuth(t, cp.obj.Namespace)
 		if err := e.hc.ScaleMachineDeployment(ctx, h.Client, capipods.PrivateGroups, e.hc.Spec.MachineDeployments[0].Name, 3); err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/inject"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
@@ -86,7 +90,7 @@ func (ps *podSet) startSidecar(t *testing.T, p *pod) {
 	ps.stopProxy = cancel
 	go func() {
 		ps.proxy <- proxy.Run(ctx, proxy.RunOptions{
-			Options:  proxy.Options{Upstream: upstream, Auth: proxy.AuthPassthrough},
+			Options: proxy.Options{Upstream: upstream, Auth: proxy.AuthPassthrough}, MetricsAuth: proxy.MetricsAuth(flags["metrics-auth"]),
 			Listener: ps.api, MetricsListener: ps.health, ShutdownTimeout: 5 * time.Second,
 			TLSCertFile: p.sidecar.Path(flags["tls-cert-file"]), TLSKeyFile: p.sidecar.Path(flags["tls-private-key-file"]),
 		})
@@ -101,14 +105,64 @@ func (ps *podSet) startSidecar(t *testing.T, p *pod) {
 	})
 }
 
-// requests sums the sidecar's capi_private_proxy_requests_total samples: those answered 403, and all.
-func (ps *podSet) requests(t *testing.T) (forbidden, all float64) {
+// scrape GETs the sidecar's /metrics with token ("" for none).
+func (ps *podSet) scrape(t *testing.T, token string) *http.Response {
 	t.Helper()
-	resp, err := http.Get(ps.metricsURL())
+	req, err := http.NewRequest(http.MethodGet, ps.metricsURL(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// checkMetricsAuth: the sidecar's /metrics, on the Pod's address, answers only a token kube-apiserver says may
+// get /metrics (the admin's); no token is 401, a ServiceAccount's without that grant 403, a forged one 401. Its
+// probes stay open.
+func (ps *podSet) checkMetricsAuth(t *testing.T, ns string) {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "metrics-nobody"}}
+	if err := env.Client.Create(context.Background(), sa); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+	if err := env.Client.SubResource("token").Create(context.Background(), sa, tr); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		who, token string
+		want       int
+	}{{"no token", "", http.StatusUnauthorized}, {"a forged token", "not-a-token", http.StatusUnauthorized},
+		{"a ServiceAccount without get /metrics", tr.Status.Token, http.StatusForbidden}, {"the admin", env.AdminToken, http.StatusOK}} {
+		resp := ps.scrape(t, c.token)
+		_ = resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("/metrics as %s: %d, want %d", c.who, resp.StatusCode, c.want)
+		}
+	}
+	resp, err := http.Get("http://" + ps.health.Addr().String() + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz without a token: %v %v", err, resp)
+	}
+	if err == nil {
+		_ = resp.Body.Close()
+	}
+}
+
+// requests sums the sidecar's capi_private_proxy_requests_total samples: those answered 403, and all.
+func (ps *podSet) requests(t *testing.T) (forbidden, all float64) {
+	t.Helper()
+	resp := ps.scrape(t, env.AdminToken)
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the sidecar's /metrics as the admin: %s", resp.Status)
+	}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
