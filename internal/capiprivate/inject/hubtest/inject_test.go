@@ -56,7 +56,12 @@ func aligned(t *testing.T, before, after *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	out := before.DeepCopy()
 	out.Namespace = after.Namespace
-	from, to := saVolumeOf(before.Spec.Containers[0]), saVolumeOf(after.Spec.InitContainers[0])
+	from, to := saVolumeOf(before.Spec.Containers[0]), ""
+	for _, v := range after.Spec.Volumes {
+		if strings.HasPrefix(v.Name, "kube-api-access-") {
+			to = v.Name
+		}
+	}
 	if !strings.HasPrefix(from, "kube-api-access-") || !strings.HasPrefix(to, "kube-api-access-") {
 		t.Fatalf("service-account volumes %q and %q: the ServiceAccount admission plugin did not run", from, to)
 	}

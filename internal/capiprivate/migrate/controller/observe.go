@@ -335,26 +335,36 @@ func paused(o *unstructured.Unstructured) bool {
 	return p
 }
 
-// DependentKinds are the kinds, outside the CAPI groups, whose objects the migrator re-points from an old CAPI
-// object to its twin: those Cluster API and HyperShift give ownerReferences to CAPI objects in a hosted control plane
-// namespace — Secrets and ConfigMaps (a provider's bootstrap data, a Cluster's kubeconfig) and the
-// HostedControlPlane (Cluster API's Cluster controller owns its control plane object). The install grants list and
-// patch on exactly these (DependentRules). An object of another kind owned by an old object is not seen: deleting
-// the old objects with propagationPolicy Orphan (remove) makes the garbage collector drop that ownerReference and
-// keeps the object.
-var DependentKinds = []schema.GroupVersionKind{
-	{Version: "v1", Kind: "Secret"},
-	{Version: "v1", Kind: "ConfigMap"},
-	hyperv1.GroupVersion.WithKind("HostedControlPlane"),
+// DependentKinds are the kinds, outside the renamed groups, whose objects the migrator re-points from an old CAPI
+// object to its twin: those Cluster API, HyperShift and the providers whose group capi-private does not rename give
+// ownerReferences to CAPI objects in a hosted control plane namespace — Secrets and ConfigMaps (a provider's
+// bootstrap data, a Cluster's kubeconfig), the HostedControlPlane (Cluster API's Cluster controller owns its control
+// plane object), and CAP-Agent's AgentCluster, AgentMachines and AgentMachineTemplates (its group is its own: they
+// stay, owned by the twins). Each is listed at the version the API server prefers; one not served is skipped. The
+// install grants list and patch on exactly these (DependentRules). An object of another kind owned by an old object
+// is not seen: deleting the old objects with propagationPolicy Orphan (remove) makes the garbage collector drop that
+// ownerReference and keeps the object.
+var DependentKinds = []schema.GroupKind{
+	{Kind: "Secret"},
+	{Kind: "ConfigMap"},
+	{Group: hyperv1.GroupVersion.Group, Kind: "HostedControlPlane"},
+	{Group: AgentGroup, Kind: "AgentCluster"},
+	{Group: AgentGroup, Kind: "AgentMachine"},
+	{Group: AgentGroup, Kind: "AgentMachineTemplate"},
 }
+
+// AgentGroup is CAP-Agent's API group, which capi-private does not rename.
+const AgentGroup = "capi-provider.agent-install.openshift.io"
 
 // DependentRules are the permissions re-pointing needs on DependentKinds: list, and patch and delete (kube-apiserver's
 // OwnerReferencesPermissionEnforcement lets only who may delete an object change its ownerReferences; the migrator
 // deletes none of them).
 func DependentRules() []rbacv1.PolicyRule {
+	verbs := []string{"list", "patch", "delete"}
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"list", "patch", "delete"}},
-		{APIGroups: []string{hyperv1.GroupVersion.Group}, Resources: []string{"hostedcontrolplanes"}, Verbs: []string{"list", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: verbs},
+		{APIGroups: []string{hyperv1.GroupVersion.Group}, Resources: []string{"hostedcontrolplanes"}, Verbs: verbs},
+		{APIGroups: []string{AgentGroup}, Resources: []string{"agentclusters", "agentmachines", "agentmachinetemplates"}, Verbs: verbs},
 	}
 }
 
@@ -381,12 +391,20 @@ func (m *Migrator) dependents(ctx context.Context, g graph, to plan.UIDMap) ([]d
 		return nil, fmt.Errorf("discovery incomplete (%s): not looking for dependents", g.api.incomplete)
 	}
 	var out []dependent
-	for _, gvk := range DependentKinds {
+	for _, gk := range DependentKinds {
+		mapping, err := m.c.RESTMapper().RESTMapping(gk)
+		if err != nil {
+			if meta.IsNoMatchError(err) {
+				continue // not served here (HostedControlPlanes, CAP-Agent)
+			}
+			return nil, fmt.Errorf("resolving %s: %w", gk, err)
+		}
+		gvk := mapping.GroupVersionKind
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := m.c.List(ctx, list, client.InNamespace(g.namespace)); err != nil {
 			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-				continue // HostedControlPlanes not served
+				continue // its CRD just went away
 			}
 			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
