@@ -101,11 +101,9 @@ func (r *CertController) Reconcile(ctx context.Context, req reconcile.Request) (
 	plan := PlanCerts(data, now, r.Policy)
 	if plan.Action != CertsCurrent || !keptExists {
 		// The kept Secret changes first and alone; the next look projects it into the namespace.
-		out := data
-		if plan.Action != CertsCurrent {
-			if out, err = ExecuteCerts(data, plan, ns.Name, now, r.Policy); err != nil {
-				return reconcile.Result{}, err
-			}
+		out, err := ExecuteCerts(data, plan, ns.Name, now, r.Policy) // data itself when current (an adoption)
+		if err != nil {
+			return reconcile.Result{}, err
 		}
 		if err := r.writeKept(ctx, ns.Name, kept, keptExists, out); err != nil {
 			return reconcile.Result{}, err

@@ -19,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/proxy"
 )
 
 // The marker and what the injector writes. The install sets MarkerLabel on the private HyperShift operator's
@@ -55,7 +57,7 @@ const (
 	KeyKey      = "tls.key"
 
 	// ServiceAccountMountPath is where client-go's in-cluster config reads token, ca.crt and namespace.
-	ServiceAccountMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+	ServiceAccountMountPath = proxy.InClusterDir
 	// TLSMountPath is where the sidecar reads tls.crt and tls.key.
 	TLSMountPath = "/var/run/capi-private/tls"
 
