@@ -25,9 +25,11 @@ import (
 // PrivateCRDLabel marks capi-private's CRDs (value "true").
 const PrivateCRDLabel = "hypershift.openshift.io/private-capi"
 
-// apiView is what discovery says about the API server: the catalog of the Cluster API kinds.
+// apiView is what discovery says about the API server: the catalog of the Cluster API kinds, and the
+// DependentKinds it serves (at their preferred versions).
 type apiView struct {
-	catalog plan.Catalog
+	catalog    plan.Catalog
+	dependents []schema.GroupVersionKind
 	// incomplete lists the group versions discovery could not list ("" when none).
 	incomplete string
 }
@@ -36,7 +38,7 @@ type apiView struct {
 // labelled as capi-private's. A discovery that fails for some groups is not an error: it is reported as
 // incomplete, and the state machine waits rather than act on what it cannot see.
 func (m *Migrator) discover(ctx context.Context) (apiView, error) {
-	_, lists, err := m.disc.ServerGroupsAndResources()
+	groupList, lists, err := m.disc.ServerGroupsAndResources()
 	var v apiView
 	if err != nil {
 		var failed *discovery.ErrGroupDiscoveryFailed
@@ -54,10 +56,24 @@ func (m *Migrator) discover(ctx context.Context) (apiView, error) {
 	if err != nil {
 		return v, err
 	}
+	preferred := map[string]string{}
+	for _, g := range groupList {
+		preferred[g.Name] = g.PreferredVersion.Version
+	}
 	crds := map[string]*plan.CRD{}
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
-		if err != nil || !m.opts.Mapping.IsStandard(gv.Group) && !m.opts.Mapping.IsPrivate(gv.Group) {
+		if err != nil {
+			continue
+		}
+		if !m.opts.Mapping.IsStandard(gv.Group) && !m.opts.Mapping.IsPrivate(gv.Group) {
+			if p, ok := preferred[gv.Group]; !ok || p == gv.Version {
+				for _, r := range l.APIResources {
+					if !strings.Contains(r.Name, "/") && slices.Contains(DependentKinds, schema.GroupKind{Group: gv.Group, Kind: r.Kind}) {
+						v.dependents = append(v.dependents, gv.WithKind(r.Kind))
+					}
+				}
+			}
 			continue
 		}
 		for _, r := range l.APIResources {
@@ -379,8 +395,8 @@ func (m *Migrator) countDependents(ctx context.Context, g graph, to plan.UIDMap)
 	return len(deps), err
 }
 
-// dependents lists the DependentKinds in the hosted control plane namespace (metadata only) and returns the
-// objects with an ownerReference naming a key of to. Cluster-scoped objects cannot have namespaced owners. While
+// dependents lists the DependentKinds the look's discovery found served, in the hosted control plane namespace
+// (metadata only, at their preferred versions), and returns the objects with an ownerReference naming a key of to. Cluster-scoped objects cannot have namespaced owners. While
 // discovery is incomplete it refuses (the callers check g.api.incomplete and wait): the catalog of the kinds to move
 // may be missing one.
 func (m *Migrator) dependents(ctx context.Context, g graph, to plan.UIDMap) ([]dependent, error) {
@@ -391,15 +407,7 @@ func (m *Migrator) dependents(ctx context.Context, g graph, to plan.UIDMap) ([]d
 		return nil, fmt.Errorf("discovery incomplete (%s): not looking for dependents", g.api.incomplete)
 	}
 	var out []dependent
-	for _, gk := range DependentKinds {
-		mapping, err := m.c.RESTMapper().RESTMapping(gk)
-		if err != nil {
-			if meta.IsNoMatchError(err) {
-				continue // not served here (HostedControlPlanes, CAP-Agent)
-			}
-			return nil, fmt.Errorf("resolving %s: %w", gk, err)
-		}
-		gvk := mapping.GroupVersionKind
+	for _, gvk := range g.api.dependents {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := m.c.List(ctx, list, client.InNamespace(g.namespace)); err != nil {
