@@ -80,6 +80,7 @@ func StartControllerManager(opts ControllerManagerOptions) (*ControllerManager, 
 	}
 	cm := &ControllerManager{dir: dir, tail: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
 	cm.cmd = exec.Command(filepath.Join(bin, "kube-controller-manager"), args...)
+	cm.cmd.Env = hubEnv()
 	out := io.Writer(cm.tail)
 	if opts.Output != nil {
 		out = io.MultiWriter(cm.tail, opts.Output)
