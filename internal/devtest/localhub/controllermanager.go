@@ -80,13 +80,12 @@ func StartControllerManager(opts ControllerManagerOptions) (*ControllerManager, 
 	}
 	cm := &ControllerManager{dir: dir, tail: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
 	cm.cmd = exec.Command(filepath.Join(bin, "kube-controller-manager"), args...)
-	cm.cmd.Env = hubEnv()
 	out := io.Writer(cm.tail)
 	if opts.Output != nil {
 		out = io.MultiWriter(cm.tail, opts.Output)
 	}
 	cm.cmd.Stdout, cm.cmd.Stderr = out, out
-	if err := cm.cmd.Start(); err != nil {
+	if err := withHubGC(cm.cmd.Start); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
 	}

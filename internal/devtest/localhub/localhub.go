@@ -111,16 +111,14 @@ func Start(opts Options) (*Hub, error) {
 }
 
 // hubGOGC is the garbage collector target of the hub's processes (etcd, kube-apiserver, kube-controller-manager):
-// a test hub trades memory for CPU. Tests on a 2-core machine are
-// CPU-bound, and at Go's default (100) a test hub's kube-apiserver spends a fifth to a quarter of its CPU collecting
-// garbage (profiles of a capihub start: 26 %; under the migrate package's load: 18 %); at 400, a tenth (start: 10 %),
-// for a few hundred MB more per hub.
+// a test hub trades memory for CPU. Tests on a 2-core machine are CPU-bound, and at Go's default (100) a test hub's
+// kube-apiserver spends a fifth to a quarter of its CPU collecting garbage (profiles of a capihub start: 26 %; under
+// the migrate package's load: 18 %); at 400, a tenth (start: 10 %), for a few hundred MB more per hub.
 const hubGOGC = "400"
 
-// withHubGC runs start with GOGC=hubGOGC in this process's environment — envtest starts etcd and kube-apiserver
-// with it and has no setting of its own for their environment — and restores the environment after, so that what
-// the tests start later (an SP process whose memory a benchmark reports) runs with Go's default. A GOGC the user
-// set is left as it is.
+// withHubGC runs start — the start of a hub process, which inherits this process's environment — with
+// GOGC=hubGOGC in the environment, and restores the environment after, so that what the tests start later (an SP
+// process whose memory a benchmark reports) runs with Go's default. A GOGC the user set is left as it is.
 func withHubGC(start func() error) error {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return start()
@@ -128,16 +126,6 @@ func withHubGC(start func() error) error {
 	_ = os.Setenv("GOGC", hubGOGC)
 	defer func() { _ = os.Unsetenv("GOGC") }()
 	return start()
-}
-
-// hubEnv is the environment of the hub's other processes (kube-controller-manager): this process's, with
-// GOGC=hubGOGC unless the user set GOGC.
-func hubEnv() []string {
-	env := os.Environ()
-	if _, set := os.LookupEnv("GOGC"); !set {
-		env = append(env, "GOGC="+hubGOGC)
-	}
-	return env
 }
 
 // StopAPIServer kills kube-apiserver alone (SIGKILL; etcd keeps running): the hub's API is gone at once, as when
