@@ -68,11 +68,7 @@ func (m *Migrator) discover(ctx context.Context) (apiView, error) {
 		}
 		if !m.opts.Mapping.IsStandard(gv.Group) && !m.opts.Mapping.IsPrivate(gv.Group) {
 			if p, ok := preferred[gv.Group]; !ok || p == gv.Version {
-				for _, r := range l.APIResources {
-					if !strings.Contains(r.Name, "/") && slices.Contains(DependentKinds, schema.GroupKind{Group: gv.Group, Kind: r.Kind}) {
-						v.dependents = append(v.dependents, gv.WithKind(r.Kind))
-					}
-				}
+				v.dependents = append(v.dependents, dependentKinds(gv, l.APIResources)...)
 			}
 			continue
 		}
@@ -96,6 +92,17 @@ func (m *Migrator) discover(ctx context.Context) (apiView, error) {
 	}
 	v.catalog = plan.NewCatalog(all, m.opts.Mapping)
 	return v, nil
+}
+
+// dependentKinds are the DependentKinds among gv's resources (subresources aside).
+func dependentKinds(gv schema.GroupVersion, resources []metav1.APIResource) []schema.GroupVersionKind {
+	var out []schema.GroupVersionKind
+	for _, r := range resources {
+		if !strings.Contains(r.Name, "/") && slices.Contains(DependentKinds, schema.GroupKind{Group: gv.Group, Kind: r.Kind}) {
+			out = append(out, gv.WithKind(r.Kind))
+		}
+	}
+	return out
 }
 
 // privateCRDNames are the names of the CRDs labelled PrivateCRDLabel=true (metadata only: CRDs are large).
@@ -396,9 +403,9 @@ func (m *Migrator) countDependents(ctx context.Context, g graph, to plan.UIDMap)
 }
 
 // dependents lists the DependentKinds the look's discovery found served, in the hosted control plane namespace
-// (metadata only, at their preferred versions), and returns the objects with an ownerReference naming a key of to. Cluster-scoped objects cannot have namespaced owners. While
-// discovery is incomplete it refuses (the callers check g.api.incomplete and wait): the catalog of the kinds to move
-// may be missing one.
+// (metadata only, at their preferred versions), and returns the objects with an ownerReference naming a key of to.
+// Cluster-scoped objects cannot have namespaced owners. While discovery is incomplete it refuses (the callers check
+// g.api.incomplete and wait): the catalog of the kinds to move may be missing one.
 func (m *Migrator) dependents(ctx context.Context, g graph, to plan.UIDMap) ([]dependent, error) {
 	if len(to) == 0 {
 		return nil, nil
