@@ -105,7 +105,7 @@ func NewAdmission(opts AdmissionOptions) (*Admission, error) {
 		opts.MaxBufferedBytes = DefaultAdmissionBufferBytes
 	}
 	a := &Admission{t: translate.New(opts.Mapping), upstream: opts.Upstream, rt: opts.Transport, m: opts.Metrics,
-		paths: map[string]bool{}, body: newBodyLimits(MaxAdmissionReview, opts.BodyReadTimeout, max(opts.MaxBufferedBytes, MaxAdmissionReview))}
+		paths: map[string]bool{}, body: newBodyLimits(MaxAdmissionReview, opts.BodyReadTimeout, max(opts.MaxBufferedBytes, MaxAdmissionReview), opts.Metrics.BufferedBytes)}
 	for _, p := range opts.Paths {
 		if !strings.HasPrefix(p, "/") {
 			return nil, fmt.Errorf("admission: webhook path %q is not absolute", p)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Request bodies are read whole before they are forwarded: the proxy translates them, and the admission side
@@ -37,11 +39,12 @@ type bodyLimits struct {
 	budget  *byteBudget   // bytes of all bodies being buffered
 }
 
-func newBodyLimits(maxBody int, timeout time.Duration, budget int64) bodyLimits {
+// newBodyLimits: held reports the bytes reserved from the budget (nil: not reported).
+func newBodyLimits(maxBody int, timeout time.Duration, budget int64, held prometheus.Gauge) bodyLimits {
 	if timeout <= 0 {
 		timeout = DefaultBodyReadTimeout
 	}
-	return bodyLimits{max: maxBody, timeout: timeout, budget: &byteBudget{limit: budget}}
+	return bodyLimits{max: maxBody, timeout: timeout, budget: &byteBudget{limit: budget, held: held}}
 }
 
 // read reads r's body whole (at most l.max bytes). It reserves the body's size (its Content-Length, else the cap) from the budget
@@ -88,10 +91,11 @@ func bodyRejection(err error, maxBody int) *rejection {
 	return &rejection{http.StatusBadRequest, RejectBodyRead, "capi-private proxy: reading the request body: " + err.Error()}
 }
 
-// byteBudget is a non-blocking counter of bytes in use, up to limit (no limit when limit <= 0).
+// byteBudget is a non-blocking counter of bytes in use, up to limit (no limit when limit <= 0), reported on held.
 type byteBudget struct {
 	limit int64
 	used  atomic.Int64
+	held  prometheus.Gauge
 }
 
 func (b *byteBudget) acquire(n int64) bool {
@@ -104,6 +108,9 @@ func (b *byteBudget) acquire(n int64) bool {
 			return false
 		}
 		if b.used.CompareAndSwap(used, used+n) {
+			if b.held != nil {
+				b.held.Add(float64(n))
+			}
 			return true
 		}
 	}
@@ -112,6 +119,9 @@ func (b *byteBudget) acquire(n int64) bool {
 func (b *byteBudget) release(n int64) {
 	if b.limit > 0 {
 		b.used.Add(-n)
+		if b.held != nil {
+			b.held.Sub(float64(n))
+		}
 	}
 }
 

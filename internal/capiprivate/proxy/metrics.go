@@ -27,6 +27,9 @@ type Metrics struct {
 	Rejected *prometheus.CounterVec
 	// WatchesActive: capi_private_proxy_watches_active.
 	WatchesActive prometheus.Gauge
+	// BufferedBytes: capi_private_proxy_request_bytes_buffered, bytes of request bodies reserved from the body
+	// budget now (being read, translated or forwarded).
+	BufferedBytes prometheus.Gauge
 	// WatchEvents: capi_private_proxy_watch_events_total{type}, events sent to clients.
 	WatchEvents *prometheus.CounterVec
 	// UpstreamErrors: capi_private_proxy_upstream_errors_total{reason} (see Upstream*).
@@ -113,6 +116,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "capi_private_proxy_watches_active",
 			Help: "Watches being streamed now.",
 		}),
+		BufferedBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capi_private_proxy_request_bytes_buffered",
+			Help: "Bytes of request bodies reserved from the buffer budget now: each body's Content-Length (the cap when it has none) from before its first byte is read until it has been forwarded.",
+		}),
 		WatchEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capi_private_proxy_watch_events_total",
 			Help: "Watch events sent to clients, by type.",
@@ -133,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Requests, m.Duration, m.TranslationDuration, m.TranslationErrors,
-			m.ObjectsTranslated, m.ObjectsFiltered, m.ForcedJSON, m.Rejected, m.WatchesActive, m.WatchEvents,
+			m.ObjectsTranslated, m.ObjectsFiltered, m.ForcedJSON, m.Rejected, m.WatchesActive, m.BufferedBytes, m.WatchEvents,
 			m.UpstreamErrors, m.Bytes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err

@@ -35,15 +35,15 @@ import (
 const MaxRequestBody = 3 << 20
 
 // newRequestBodyLimits are the proxy's body limits; zero values take the defaults, and the budget holds at least
-// one body of the cap.
-func newRequestBodyLimits(maxBody int, timeout time.Duration, budget int64) bodyLimits {
+// one body of the cap. held reports the bytes reserved (nil: not reported).
+func newRequestBodyLimits(maxBody int, timeout time.Duration, budget int64, held prometheus.Gauge) bodyLimits {
 	if maxBody <= 0 {
 		maxBody = MaxRequestBody
 	}
 	if budget <= 0 {
 		budget = DefaultMaxBufferedBytes
 	}
-	return newBodyLimits(maxBody, timeout, max(budget, int64(maxBody)))
+	return newBodyLimits(maxBody, timeout, max(budget, int64(maxBody)), held)
 }
 
 // bufferLimit: a response up to this size is read whole and translated as one unit (its fast path forwards the
@@ -134,7 +134,7 @@ func New(opts Options) (*Proxy, error) {
 	if opts.MaxObjectSize > 0 {
 		e.maxObject = opts.MaxObjectSize
 	}
-	e.body = newRequestBodyLimits(opts.MaxRequestBody, opts.BodyReadTimeout, opts.MaxBufferedBytes)
+	e.body = newRequestBodyLimits(opts.MaxRequestBody, opts.BodyReadTimeout, opts.MaxBufferedBytes, m.BufferedBytes)
 	if opts.Logger != nil {
 		e.log = opts.Logger
 	}
@@ -156,7 +156,7 @@ func newEngine(m *groups.Mapping, rt http.RoundTripper, base *url.URL, auth Auth
 	}
 	stopping, stop := context.WithCancel(context.Background())
 	return &engine{t: translate.New(m), rt: rt, base: base, auth: auth, m: metrics, maxObject: translate.MaxObjectSize,
-		body: newRequestBodyLimits(0, 0, 0), log: slog.New(slog.DiscardHandler), gzip: true, stopping: stopping, stopWatching: stop}
+		body: newRequestBodyLimits(0, 0, 0, metrics.BufferedBytes), log: slog.New(slog.DiscardHandler), gzip: true, stopping: stopping, stopWatching: stop}
 }
 
 // upstreamTransport is client-go's transport for cfg (HTTP/2 over verified TLS): without any credentials in

@@ -77,7 +77,7 @@ func TestProxyBodyReadDeadline(t *testing.T) {
 
 // Request bodies buffered before kube-apiserver has seen the caller's token share a budget: while two stalled
 // uploads hold it, a third request is refused with 503 and Retry-After (not buffered), and once one ends the next
-// request passes.
+// request passes. What the budget holds is the gauge capi_private_proxy_request_bytes_buffered.
 func TestProxyBufferedBodiesAreBounded(t *testing.T) {
 	ps := startProxy(t, proxy.Options{BodyReadTimeout: time.Minute, MaxRequestBody: 1 << 20, MaxBufferedBytes: 2 << 20})
 	ns := env.NewNamespace(t, "body-budget")
@@ -97,22 +97,33 @@ func TestProxyBufferedBodiesAreBounded(t *testing.T) {
 
 	first := stalledUpload(t, ps, ns, 1<<20)
 	stalledUpload(t, ps, ns, 1<<20)
-	var code int
-	var hdr http.Header
-	waitFor(t, 30*time.Second, "a request refused while two stalled uploads hold the budget", func() (bool, error) {
-		code, hdr, _ = rawRequest(t, "POST", url, env.AdminToken, body("refused"), "Content-Type", "application/json")
-		return code == http.StatusServiceUnavailable, fmt.Errorf("answered %d", code)
+	// Both uploads must hold their share before the third request is sent: one sent earlier could take the space
+	// the second upload needs, and the second upload would be the one refused.
+	held := func() float64 { return ps.metric(t, "capi_private_proxy_request_bytes_buffered") }
+	waitFor(t, 30*time.Second, "two stalled uploads holding the budget", func() (bool, error) {
+		return held() == 2<<20, fmt.Errorf("%v bytes held", held())
 	})
+	code, hdr, _ := rawRequest(t, "POST", url, env.AdminToken, body("refused"), "Content-Type", "application/json")
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("a request while two stalled uploads hold the budget answered %d, want 503", code)
+	}
 	if hdr.Get("Retry-After") == "" {
 		t.Errorf("503 without Retry-After")
 	}
-	if n := ps.metric(t, "capi_private_proxy_rejected_total", "reason", proxy.RejectBufferFull); n == 0 {
-		t.Errorf("rejected_total{reason=%s} 0", proxy.RejectBufferFull)
+	if n := ps.metric(t, "capi_private_proxy_rejected_total", "reason", proxy.RejectBufferFull); n != 1 {
+		t.Errorf("rejected_total{reason=%s} %v, want 1", proxy.RejectBufferFull, n)
+	}
+	if n := held(); n != 2<<20 {
+		t.Errorf("after the refusal %v bytes held, want the uploads' %d", n, 2<<20)
 	}
 	_ = first.Close()
 	waitFor(t, 10*time.Second, "a request passing once a stalled upload ended", func() (bool, error) {
 		code, _, _ = rawRequest(t, "POST", url, env.AdminToken, body("passes"), "Content-Type", "application/json")
-		return code == http.StatusCreated, nil
+		return code == http.StatusCreated, fmt.Errorf("answered %d", code)
+	})
+	// The passing request returns its share once its answer is written, which the client may see first.
+	waitFor(t, 10*time.Second, "only the stalled upload left holding the budget", func() (bool, error) {
+		return held() == 1<<20, fmt.Errorf("%v bytes held", held())
 	})
 }
 
