@@ -173,14 +173,18 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		"controlPlaneAvailabilityPolicy": func() {
 			eq("controlPlaneAvailabilityPolicy", string(svc.ControlPlaneAvailabilityPolicy), "SingleReplica")
 		},
-		"defaultWorkerCount":           func() { eq("defaultWorkerCount", svc.DefaultWorkerCount, int32(5)) },
-		"hypershiftNamespace":          func() { eq("hypershiftNamespace", opts.HypershiftNamespace, "keys-hypershift") },
-		"degradedGracePeriod":          func() { eq("degradedGracePeriod", svc.Status.DegradedGracePeriod, 16*time.Minute) },
-		"provisioningTimeoutKubevirt":  func() { eq("provisioningTimeoutKubevirt", svc.Status.ProvisioningTimeoutKubeVirt, 46*time.Minute) },
-		"provisioningTimeoutBaremetal": func() { eq("provisioningTimeoutBaremetal", svc.Status.ProvisioningTimeoutBareMetal, 121*time.Minute) },
-		"operationTimeoutKubevirt":     func() { eq("operationTimeoutKubevirt", svc.OperationTimeoutKubeVirt, 91*time.Minute) },
-		"operationTimeoutBaremetal":    func() { eq("operationTimeoutBaremetal", svc.OperationTimeoutBareMetal, 181*time.Minute) },
-		"updatingStatus":               func() { eq("updatingStatus", pub.UpdatingStatus, "PROGRESSING") },
+		"defaultWorkerCount":  func() { eq("defaultWorkerCount", svc.DefaultWorkerCount, int32(5)) },
+		"hypershiftNamespace": func() { eq("hypershiftNamespace", opts.HypershiftNamespace, "keys-hypershift") },
+		"degradedGracePeriod": func() { eq("degradedGracePeriod", svc.Status.DegradedGracePeriod, 16*time.Minute) },
+		"provisioningTimeoutKubevirt": func() {
+			eq("provisioningTimeoutKubevirt", svc.Status.ProvisioningTimeouts[clusters.KubeVirt], 46*time.Minute)
+		},
+		"provisioningTimeoutBaremetal": func() {
+			eq("provisioningTimeoutBaremetal", svc.Status.ProvisioningTimeouts[clusters.BareMetal], 121*time.Minute)
+		},
+		"operationTimeoutKubevirt":  func() { eq("operationTimeoutKubevirt", svc.OperationTimeouts[clusters.KubeVirt], 91*time.Minute) },
+		"operationTimeoutBaremetal": func() { eq("operationTimeoutBaremetal", svc.OperationTimeouts[clusters.BareMetal], 181*time.Minute) },
+		"updatingStatus":            func() { eq("updatingStatus", pub.UpdatingStatus, "PROGRESSING") },
 		// Their effect end to end: TestDCM2026Vocabulary, TestAgentCreateReplayDelete.
 		"statusVocabulary":   func() { eq("statusVocabulary", svc.Vocabulary.Name, "dcm-2026") },
 		"activeStatus":       func() { eq("activeStatus", svc.Vocabulary.Active, status.Running) },

@@ -68,8 +68,8 @@ func (a *App) buildService(in *inputs) error {
 		return err
 	}
 	st := status.Settings{
-		DegradedGracePeriod: cfg.DegradedGracePeriod, ProvisioningTimeoutKubeVirt: cfg.ProvisioningTimeoutKubevirt,
-		ProvisioningTimeoutBareMetal: cfg.ProvisioningTimeoutBaremetal, DeletionWarnAfter: status.DefaultSettings().DeletionWarnAfter,
+		DegradedGracePeriod: cfg.DegradedGracePeriod, ProvisioningTimeouts: cfg.ProvisioningTimeouts(),
+		DeletionWarnAfter: status.DefaultSettings().DeletionWarnAfter,
 	}
 	svc := provision.New(provision.Ports{Client: h.Client, Index: h.Index(), Catalog: h, Site: h}, provision.Config{
 		Provider: cfg.ProviderName,
@@ -80,10 +80,10 @@ func (a *App) buildService(in *inputs) error {
 		DefaultWorkerCount:             int32(cfg.DefaultWorkerCount),
 		KubeVirtInfraKubeconfig:        infraKubeconfig, KubeVirtInfraNamespace: cfg.KubevirtInfraNamespace,
 		SSHPublicKey: sshKey, PullSecret: pullSecret, Matrix: matrix, Status: st,
-		Platforms:                platforms.Available,
-		OperationTimeoutKubeVirt: cfg.OperationTimeoutKubevirt, OperationTimeoutBareMetal: cfg.OperationTimeoutBaremetal,
-		Vocabulary: status.Vocabulary{Name: cfg.StatusVocabulary, Active: status.Status(cfg.ActiveStatus)},
-		Observed:   hubObservation(h, hubStaleAfter), DeleteKeyRetention: cfg.DeleteKeyRetention,
+		Platforms:         platforms.Available,
+		OperationTimeouts: cfg.OperationTimeouts(),
+		Vocabulary:        status.Vocabulary{Name: cfg.StatusVocabulary, Active: status.Status(cfg.ActiveStatus)},
+		Observed:          hubObservation(h, hubStaleAfter), DeleteKeyRetention: cfg.DeleteKeyRetention,
 	}, log)
 	h.Index().OnChange(svc.IndexChanged) // GET and LIST build a changed cluster afresh
 	a.Service = svc

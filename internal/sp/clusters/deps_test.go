@@ -7,7 +7,7 @@ import (
 )
 
 // pure are the domain and the pure packages it stands on: none may reach infrastructure.
-var pure = []string{"clusters", "render", "status", "versions", "operation", "meta", "inventory"}
+var pure = []string{"clusters", "platform", "render", "status", "versions", "operation", "meta", "inventory"}
 
 // forbidden are the infrastructure packages (prefixes of import paths): the SP's adapters and configuration, HTTP,
 // request decoding (wire), Kubernetes clients and messaging. API types (HyperShift, Kubernetes, apimachinery) are

@@ -3,34 +3,24 @@ package clusters
 import (
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 )
 
-// Platform is the DCM name of a platform.
-type Platform string
+// Platform is the DCM name of a platform; the platforms themselves are the entries of package platform's table.
+type Platform = platform.Name
 
-// The two v1 platforms.
+// The platforms of the table, by their DCM names.
 const (
-	KubeVirt  Platform = "kubevirt"
-	BareMetal Platform = "baremetal"
+	KubeVirt  = platform.KubeVirt
+	BareMetal = platform.BareMetal
 )
 
-// Known reports whether p names one of the platforms (kubevirt, baremetal).
-func (p Platform) Known() bool { return p == KubeVirt || p == BareMetal }
-
-// HyperShiftType returns the HostedCluster platform type of a DCM platform.
-func (p Platform) HyperShiftType() hyperv1.PlatformType {
-	if p == BareMetal {
-		return hyperv1.AgentPlatform
-	}
-	return hyperv1.KubevirtPlatform
-}
-
-// PlatformOf returns the DCM platform of a HostedCluster platform type.
-func PlatformOf(t hyperv1.PlatformType) Platform {
-	if t == hyperv1.AgentPlatform {
-		return BareMetal
-	}
-	return KubeVirt
+// PlatformOf returns the DCM platform of a HostedCluster platform type; false when the SP does not serve that type
+// (the caller reports or refuses it, never reads it as another platform).
+func PlatformOf(t hyperv1.PlatformType) (Platform, bool) {
+	p, ok := platform.Of(t)
+	return p.Name, ok
 }
 
 // MinKubeVirtRootVolume is the smallest root volume the hcp CLI accepts; the SP refuses smaller ones.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
 )
 
@@ -332,12 +333,9 @@ func upgradeTarget(requested string, st UpdateState) (to, image string, err erro
 	return res.OpenShiftVersion, res.ReleaseImage, nil
 }
 
-// OperationTimeout is the deadline of an operation on platform p: baremetal for bare-metal (Agent) clusters, whose
-// InPlace rollouts drain and reboot one node at a time, kubevirt otherwise (operationTimeoutBaremetal and
-// operationTimeoutKubevirt in docs/configuration.md).
-func OperationTimeout(p Platform, kubevirt, baremetal time.Duration) time.Duration {
-	if p == BareMetal {
-		return baremetal
-	}
-	return kubevirt
+// OperationTimeout is the deadline of an operation on platform p: its configured timeout, else the platform's
+// default (bare metal's InPlace rollouts drain and reboot one node at a time, so it waits longer). false: the SP
+// does not serve p.
+func OperationTimeout(p Platform, configured map[Platform]time.Duration) (time.Duration, bool) {
+	return platform.Timeout(p, configured, func(e platform.Platform) time.Duration { return e.OperationTimeout })
 }

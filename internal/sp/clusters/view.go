@@ -96,6 +96,7 @@ func BuildCluster(v View, now time.Time, s ViewSettings) Cluster {
 	}
 	var spec storedSpec
 	_ = json.Unmarshal([]byte(specJSON), &spec)
+	p, _ := PlatformOf(hc.Spec.Platform.Type) // "" when not served: status.Map says so (FAILED)
 
 	c := Cluster{
 		ID:               v.ID,
@@ -103,7 +104,7 @@ func BuildCluster(v View, now time.Time, s ViewSettings) Cluster {
 		Status:           r.Status,
 		StatusMessage:    r.Message,
 		Why:              r.Why,
-		Platform:         PlatformOf(hc.Spec.Platform.Type),
+		Platform:         p,
 		Version:          spec.Version,
 		OpenShiftVersion: hc.Annotations[meta.AnnotationOpenShiftVersion],
 		Namespace:        hc.Namespace,

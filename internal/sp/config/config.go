@@ -355,6 +355,16 @@ func (c *Config) PlatformEnabled(p clusters.Platform) bool {
 	return false
 }
 
+// ProvisioningTimeouts are the configured provisioning timeouts by platform (status.Settings).
+func (c *Config) ProvisioningTimeouts() map[clusters.Platform]time.Duration {
+	return map[clusters.Platform]time.Duration{clusters.KubeVirt: c.ProvisioningTimeoutKubevirt, clusters.BareMetal: c.ProvisioningTimeoutBaremetal}
+}
+
+// OperationTimeouts are the configured day-2 operation timeouts by platform (provision.Config).
+func (c *Config) OperationTimeouts() map[clusters.Platform]time.Duration {
+	return map[clusters.Platform]time.Duration{clusters.KubeVirt: c.OperationTimeoutKubevirt, clusters.BareMetal: c.OperationTimeoutBaremetal}
+}
+
 // LeaseNamespace is where the leader-election Lease lives.
 func (c *Config) LeaseNamespace() string {
 	if c.LeaderElectionNamespace != "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 )
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -41,15 +42,15 @@ func (c *Config) validatePlacement(bad badValue) error {
 		return bad("namespace", "%q is not a valid namespace name", c.Namespace)
 	}
 	if len(c.EnabledPlatforms) == 0 {
-		return bad("enabledPlatforms", "at least one of kubevirt, baremetal")
+		return bad("enabledPlatforms", "at least one of %s", platform.Names())
 	}
 	for _, p := range c.EnabledPlatforms {
 		if !clusters.Platform(p).Known() {
-			return bad("enabledPlatforms", "%q is not a platform (kubevirt, baremetal)", p)
+			return bad("enabledPlatforms", "%q is not a platform (%s)", p, platform.Names())
 		}
 	}
 	if !clusters.Platform(c.DefaultPlatform).Known() {
-		return bad("defaultPlatform", "%q is not a platform (kubevirt, baremetal)", c.DefaultPlatform)
+		return bad("defaultPlatform", "%q is not a platform (%s)", c.DefaultPlatform, platform.Names())
 	}
 	if c.KubevirtInfraCluster != "" && c.KubevirtInfraNamespace == "" {
 		return bad("kubevirtInfraNamespace", "required when kubevirtInfraCluster is set")

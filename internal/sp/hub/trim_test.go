@@ -55,7 +55,6 @@ func TestTrimChangesNothingTheSPReads(t *testing.T) {
 	}
 	settings := clusters.ViewSettings{DefaultWorkerCount: 2}
 	settings.Status.DegradedGracePeriod = 15 * time.Minute
-	settings.Status.ProvisioningTimeoutKubeVirt = 45 * time.Minute
 	settings.Status.DeletionWarnAfter = 15 * time.Minute
 	for _, s := range shapes {
 		before := s.hc.DeepCopy()

@@ -54,12 +54,6 @@ func (cfg Config) withDefaults() Config {
 	if cfg.CacheWait == 0 {
 		cfg.CacheWait = 5 * time.Second
 	}
-	if cfg.OperationTimeoutKubeVirt == 0 {
-		cfg.OperationTimeoutKubeVirt = 90 * time.Minute
-	}
-	if cfg.OperationTimeoutBareMetal == 0 {
-		cfg.OperationTimeoutBareMetal = 180 * time.Minute
-	}
 	if cfg.DeleteKeyRetention == 0 {
 		cfg.DeleteKeyRetention = 24 * time.Hour
 	}
@@ -103,8 +97,9 @@ type Config struct {
 	Platforms func() []string
 	// CacheWait bounds how long a create waits for its HostedCluster to appear in the cache (default 5s).
 	CacheWait time.Duration
-	// OperationTimeoutKubeVirt and OperationTimeoutBareMetal bound a day-2 operation (defaults 90m and 180m).
-	OperationTimeoutKubeVirt, OperationTimeoutBareMetal time.Duration
+	// OperationTimeouts bound a day-2 operation, by platform (a platform not set here takes its default from
+	// package platform's table).
+	OperationTimeouts map[clusters.Platform]time.Duration
 	// Vocabulary is the status words reported (GET, LIST and the status events); Observed says whether the SP's
 	// view of the hub is current (nil: always).
 	Vocabulary status.Vocabulary

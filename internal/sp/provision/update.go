@@ -102,13 +102,17 @@ func (s *Writer) decideUpdate(ctx context.Context, v clusters.View, body []byte,
 	if err != nil {
 		return clusters.UpdateDecision{}, err
 	}
-	platform := clusters.PlatformOf(hc.Spec.Platform.Type)
+	platform, ok := clusters.PlatformOf(hc.Spec.Platform.Type)
+	if !ok {
+		return clusters.UpdateDecision{}, clusters.Unprocessable("the cluster's HostedCluster has platform type %q, which this service provider does not serve: it cannot change it", hc.Spec.Platform.Type)
+	}
+	timeout, _ := clusters.OperationTimeout(platform, s.cfg.OperationTimeouts)
 	st := clusters.UpdateState{
 		StoredSpec: hc.Annotations[meta.AnnotationSpec], Deleting: hc.DeletionTimestamp != nil, EverCompleted: status.CompletedVersion(hc) != "",
 		Operation: operation.Decode(hc), CompletedVersion: status.CompletedVersion(hc), Upgradeable: upgradeableBlock(hc),
 		SpecImage: hc.Spec.Release.Image,
 		Catalog:   cat, DefaultWorkerCount: s.cfg.DefaultWorkerCount, HCGeneration: hc.Generation, Now: s.now(),
-		Timeout:     clusters.OperationTimeout(platform, s.cfg.OperationTimeoutKubeVirt, s.cfg.OperationTimeoutBareMetal),
+		Timeout:     timeout,
 		OperationID: opID,
 	}
 	if hc.Status.Version != nil {
@@ -131,7 +135,7 @@ func (s *Writer) decideUpdate(ctx context.Context, v clusters.View, body []byte,
 // record in one conditional update of the HostedCluster (nothing else changes before it).
 func (s *Writer) recordUpdate(ctx context.Context, id string, hc *hyperv1.HostedCluster, d clusters.UpdateDecision) error {
 	ch := &changes{}
-	if clusters.PlatformOf(hc.Spec.Platform.Type) == clusters.BareMetal && d.Operation != nil {
+	if p, _ := clusters.PlatformOf(hc.Spec.Platform.Type); p == clusters.BareMetal && d.Operation != nil {
 		switch d.Operation.Kind {
 		case operation.Scale:
 			// Reserve the extra Agents first (an autoscaled pool's maximum): a shortfall is a 422 before anything is

@@ -92,3 +92,30 @@ func TestUpdateBareMetalScaleShortfall(t *testing.T) {
 		t.Fatalf("a refused scale recorded %+v", op)
 	}
 }
+
+// A HostedCluster of a platform type the SP does not serve is not changed (422, nothing recorded) and is read with
+// no platform and a status that says why: the SP never reads it as KubeVirt.
+func TestPlatformNotServed(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.create(id1, "", kubevirtBody("alpha", 2))
+	f.installed("alpha", "4.17.29")
+	hc := f.hostedCluster("alpha")
+	hc.Spec.Platform = hyperv1.PlatformSpec{Type: hyperv1.AWSPlatform}
+	if err := f.client.Update(ctx, hc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Update(ctx, id1, []byte(scaleTo3), ""); clusters.KindOf(err) != clusters.KindUnprocessable || !strings.Contains(err.Error(), `"AWS"`) {
+		t.Fatalf("update of an AWS HostedCluster: %v, want a 422 naming its platform", err)
+	}
+	if op := operation.Decode(f.hostedCluster("alpha")); op != nil {
+		t.Fatalf("a refused update recorded %+v", op)
+	}
+	c, err := f.svc.Get(ctx, id1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Platform != "" || !strings.Contains(c.StatusMessage, "not one this service provider serves") {
+		t.Fatalf("read as platform %q, status %s %q", c.Platform, c.Status, c.StatusMessage)
+	}
+}

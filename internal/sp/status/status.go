@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 )
 
 // Status is one of the seven DCM statuses.
@@ -38,10 +39,11 @@ var All = []Status{Deleted, Deleting, Failed, Updating, Ready, Provisioning, Una
 
 // Settings are the timing rules of docs/status-mapping.md
 type Settings struct {
-	DegradedGracePeriod          time.Duration // Degraded=True for longer than this is FAILED (default 15m)
-	ProvisioningTimeoutKubeVirt  time.Duration // not READY once after this is FAILED (default 45m)
-	ProvisioningTimeoutBareMetal time.Duration // same for Agent clusters (default 120m)
-	DeletionWarnAfter            time.Duration // DELETING longer than this says so in the message (default 15m)
+	DegradedGracePeriod time.Duration // Degraded=True for longer than this is FAILED (default 15m)
+	// ProvisioningTimeouts: a cluster not READY once after its platform's timeout is FAILED (a platform not set
+	// here takes its default from package platform's table).
+	ProvisioningTimeouts map[platform.Name]time.Duration
+	DeletionWarnAfter    time.Duration // DELETING longer than this says so in the message (default 15m)
 	// UpdateUnavailableGrace: during an operation, Available=False for longer than this is UNAVAILABLE (default 5m;
 	// a SingleReplica kube-apiserver may blink while it rolls).
 	UpdateUnavailableGrace time.Duration
@@ -50,11 +52,9 @@ type Settings struct {
 // DefaultSettings are the product defaults (the configurable ones are listed in docs/configuration.md).
 func DefaultSettings() Settings {
 	return Settings{
-		DegradedGracePeriod:          15 * time.Minute,
-		ProvisioningTimeoutKubeVirt:  45 * time.Minute,
-		ProvisioningTimeoutBareMetal: 120 * time.Minute,
-		DeletionWarnAfter:            15 * time.Minute,
-		UpdateUnavailableGrace:       5 * time.Minute,
+		DegradedGracePeriod:    15 * time.Minute,
+		DeletionWarnAfter:      15 * time.Minute,
+		UpdateUnavailableGrace: 5 * time.Minute,
 	}
 }
 
@@ -136,6 +136,11 @@ func (e *evaluation) decide() Result {
 	if dt := e.hc.DeletionTimestamp; dt != nil {
 		return e.deleting(dt.Time)
 	}
+	timeout, served := e.provisioningTimeout()
+	if !served {
+		return Result{Status: Failed, Why: WhyPlatformNotServed, Message: fmt.Sprintf(
+			"The HostedCluster's platform type %q is not one this service provider serves (%s): it neither reads nor changes it", e.hc.Spec.Platform.Type, platform.Names())}
+	}
 	everCompleted := e.everCompleted()
 	if msg, failed := e.hardFailure(); failed {
 		why := WhyConfiguration
@@ -155,7 +160,6 @@ func (e *evaluation) decide() Result {
 		e.recheckAt(since.Add(e.s.DegradedGracePeriod))
 	}
 	if !everCompleted {
-		timeout := e.provisioningTimeout()
 		created := e.notFuture(e.hc.CreationTimestamp.Time)
 		if e.now.Sub(created) > timeout {
 			return Result{Status: Failed, Message: fmt.Sprintf("Not ready after %s: %s", human(timeout), e.progressMessage()), Why: WhyTimeout}
@@ -360,11 +364,13 @@ func Workers(nodePools []*hyperv1.NodePool) (ready, total int32) {
 	return ready, total
 }
 
-func (e *evaluation) provisioningTimeout() time.Duration {
-	if e.hc.Spec.Platform.Type == hyperv1.AgentPlatform {
-		return e.s.ProvisioningTimeoutBareMetal
+// provisioningTimeout is the provisioning timeout of the cluster's platform; false: the SP does not serve it.
+func (e *evaluation) provisioningTimeout() (time.Duration, bool) {
+	p, ok := platform.Of(e.hc.Spec.Platform.Type)
+	if !ok {
+		return 0, false
 	}
-	return e.s.ProvisioningTimeoutKubeVirt
+	return platform.Timeout(p.Name, e.s.ProvisioningTimeouts, func(p platform.Platform) time.Duration { return p.ProvisioningTimeout })
 }
 
 func (e *evaluation) pendingMessage() string {

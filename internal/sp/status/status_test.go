@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 )
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -277,5 +279,41 @@ func TestSteppedBack(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	if Map(deleting, nil, now, s).SteppedBack {
 		t.Error("deleting: SteppedBack, want not")
+	}
+}
+
+// A HostedCluster of a platform type the SP does not serve (labelled for it by someone else) is reported as such,
+// never evaluated as a KubeVirt or Agent cluster; dcm-2026 reports it DEGRADED, not the terminal FAILED that would
+// make DCM tear it down. Its deletion is still reported.
+func TestMapPlatformNotServed(t *testing.T) {
+	b := newHC(5 * time.Hour).done()
+	b.hc.Spec.Platform.Type = hyperv1.AWSPlatform
+	r := Map(b.hc, []*hyperv1.NodePool{np3()}, now, DefaultSettings())
+	if r.Status != Failed || r.Why != WhyPlatformNotServed || !strings.Contains(r.Message, `platform type "AWS"`) ||
+		!strings.Contains(r.Message, "kubevirt, baremetal") {
+		t.Fatalf("AWS HostedCluster: %+v", r)
+	}
+	if st, _ := (Vocabulary{Name: VocabularyDCM2026}).Present(r, Observation{}); st != Degraded {
+		t.Errorf("dcm-2026 reports it %s, want DEGRADED", st)
+	}
+	if r := Map(b.deleting().hc, nil, now, DefaultSettings()); r.Status != Deleting {
+		t.Errorf("deleting AWS HostedCluster: %s, want DELETING", r.Status)
+	}
+}
+
+// Each platform's provisioning timeout is its configured one, else its default.
+func TestProvisioningTimeoutByPlatform(t *testing.T) {
+	s := DefaultSettings()
+	s.ProvisioningTimeouts = map[platform.Name]time.Duration{platform.BareMetal: 30 * time.Minute}
+	kv, bm := newHC(50*time.Minute), newHC(50*time.Minute)
+	bm.hc.Spec.Platform.Type = hyperv1.AgentPlatform
+	if r := Map(kv.hc, nil, now, s); r.Status != Failed || !strings.HasPrefix(r.Message, "Not ready after 45m") {
+		t.Errorf("KubeVirt at 50m (default 45m): %s %q", r.Status, r.Message)
+	}
+	if r := Map(bm.hc, nil, now, s); r.Status != Failed || !strings.HasPrefix(r.Message, "Not ready after 30m") {
+		t.Errorf("bare metal at 50m (configured 30m): %s %q", r.Status, r.Message)
+	}
+	if r := Map(bm.hc, nil, now, DefaultSettings()); r.Status == Failed {
+		t.Errorf("bare metal at 50m (default 120m): %s %q", r.Status, r.Message)
 	}
 }

@@ -39,6 +39,10 @@ const (
 	WhyTimeout
 	// WhyOperation: FAILED because a day-2 operation failed or passed its deadline.
 	WhyOperation
+	// WhyPlatformNotServed: FAILED because the HostedCluster's platform type is not in the SP's platform table (a
+	// HostedCluster labelled for this SP by someone else): the SP neither reads it as another platform nor
+	// changes it. Not terminal: nothing is wrong with the cluster itself, and tearing it down would be.
+	WhyPlatformNotServed
 	// WhyWorkersShort: PROVISIONING of a completed cluster whose control plane is available and whose rollout is
 	// complete, but whose NodePools have fewer ready workers than wanted (a node was lost, a pool was removed).
 	WhyWorkersShort
@@ -64,10 +68,10 @@ type Observation struct {
 // seed reports Map's statuses unchanged. dcm-2026 is not a relabelling: a FAILED there makes DCM tear the instance
 // down, so only a terminal failure — a configuration error of a cluster that never came up — is FAILED; a cluster
 // degraded too long, one not ready within the provisioning timeout, a failed day-2 operation, a configuration error
-// on a running cluster, a control plane down after it was up and a running cluster short of workers are DEGRADED;
-// creation, day-2 operations and other rollouts are PROGRESSING; a ready cluster is Active (ACTIVE or RUNNING). When
-// the SP cannot observe the hub, every cluster not known to be gone is UNAVAILABLE, with the last observed status
-// in the message.
+// on a running cluster, a HostedCluster of a platform the SP does not serve, a control plane down after it was up
+// and a running cluster short of workers are DEGRADED; creation, day-2 operations and other rollouts are
+// PROGRESSING; a ready cluster is Active (ACTIVE or RUNNING). When the SP cannot observe the hub, every cluster not
+// known to be gone is UNAVAILABLE, with the last observed status in the message.
 func (v Vocabulary) Present(r Result, o Observation) (Status, string) {
 	if v.Name != VocabularyDCM2026 {
 		return r.Status, r.Message

@@ -46,6 +46,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/events"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
@@ -442,7 +443,8 @@ func (w *hubWatch) putHC(hc *hyperv1.HostedCluster) {
 	w.npsMu.Lock()
 	nps := w.nps[id]
 	w.npsMu.Unlock()
-	if status.Map(hc, nps, time.Now(), status.Settings{DegradedGracePeriod: time.Hour, ProvisioningTimeoutKubeVirt: time.Hour, ProvisioningTimeoutBareMetal: time.Hour}).Status == status.Ready {
+	if status.Map(hc, nps, time.Now(), status.Settings{DegradedGracePeriod: time.Hour,
+		ProvisioningTimeouts: map[platform.Name]time.Duration{platform.KubeVirt: time.Hour, platform.BareMetal: time.Hour}}).Status == status.Ready {
 		w.mark(w.ready, id)
 	}
 }

@@ -1,0 +1,65 @@
+package platform
+
+import (
+	"testing"
+	"time"
+
+	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+)
+
+func TestTable(t *testing.T) {
+	cases := []struct {
+		hs   hyperv1.PlatformType
+		want Name
+		ok   bool
+	}{
+		{hyperv1.KubevirtPlatform, KubeVirt, true},
+		{hyperv1.AgentPlatform, BareMetal, true},
+		// Types the SP does not serve are not read as one it does.
+		{hyperv1.AWSPlatform, "", false},
+		{hyperv1.NonePlatform, "", false},
+		{"", "", false},
+	}
+	for _, c := range cases {
+		p, ok := Of(c.hs)
+		if p.Name != c.want || ok != c.ok {
+			t.Errorf("Of(%q) = %q, %v; want %q, %v", c.hs, p.Name, ok, c.want, c.ok)
+		}
+		if ok && p.Name.HyperShiftType() != c.hs {
+			t.Errorf("%s.HyperShiftType() = %q, want %q (the table reads both ways)", p.Name, p.Name.HyperShiftType(), c.hs)
+		}
+	}
+	if Name("aws").Known() || Name("aws").HyperShiftType() != "" || Name("KubeVirt").Known() {
+		t.Error("a name outside the table (or miscased) is known")
+	}
+	if got := Names(); got != "kubevirt, baremetal" {
+		t.Errorf("Names() = %q", got)
+	}
+	all := All()
+	all[0].Name = "changed"
+	if All()[0].Name != KubeVirt {
+		t.Error("All returns the table itself: a caller can change it")
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	op := func(p Platform) time.Duration { return p.OperationTimeout }
+	configured := map[Name]time.Duration{KubeVirt: time.Minute, BareMetal: 0}
+	cases := []struct {
+		n    Name
+		want time.Duration
+		ok   bool
+	}{
+		{KubeVirt, time.Minute, true},        // configured
+		{BareMetal, 180 * time.Minute, true}, // unset (0): the table's default
+		{"aws", 0, false},
+	}
+	for _, c := range cases {
+		if d, ok := Timeout(c.n, configured, op); d != c.want || ok != c.ok {
+			t.Errorf("Timeout(%s) = %s, %v; want %s, %v", c.n, d, ok, c.want, c.ok)
+		}
+	}
+	if d, _ := Timeout(KubeVirt, nil, func(p Platform) time.Duration { return p.ProvisioningTimeout }); d != 45*time.Minute {
+		t.Errorf("KubeVirt's default provisioning timeout %s, want 45m", d)
+	}
+}
