@@ -93,7 +93,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if err := a.buildLeader(in); err != nil {
 		return nil, err
 	}
-	if err := a.buildPublisher(); err != nil {
+	if err := a.buildPublisher(in); err != nil {
 		return nil, err
 	}
 	a.buildReconciler(o)
@@ -193,7 +193,7 @@ func (a *App) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.leader.run(ctx)
 	}()
-	if a.Config.StatusVocabulary == config.VocabularyDCM2026 {
+	if a.Service.Settings().Vocabulary.FollowsObservation() {
 		go a.followObservation(ctx)
 	}
 	a.log.Info("serving", "address", a.listener.Addr().String(), "tls", a.Config.TLS(), "auth", a.Config.Auth,

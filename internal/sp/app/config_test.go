@@ -184,10 +184,20 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		},
 		"operationTimeoutKubevirt":  func() { eq("operationTimeoutKubevirt", svc.OperationTimeouts[clusters.KubeVirt], 91*time.Minute) },
 		"operationTimeoutBaremetal": func() { eq("operationTimeoutBaremetal", svc.OperationTimeouts[clusters.BareMetal], 181*time.Minute) },
-		"updatingStatus":            func() { eq("updatingStatus", pub.UpdatingStatus, "PROGRESSING") },
+		// The seed's word for UPDATING in its events (dcm-2026 never reports UPDATING): TestUpdatingStatusOnTheWire.
+		"updatingStatus": func() {
+			seed := cfg
+			seed.StatusVocabulary = status.VocabularySeed
+			b, err := New(&seed, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eq("updatingStatus", b.Publisher.Options().Vocabulary, status.Vocabulary(status.Seed{UpdatingInEvents: status.Progressing}))
+			eq("updatingStatus", pub.Vocabulary, svc.Vocabulary)
+		},
 		// Their effect end to end: TestDCM2026Vocabulary, TestAgentCreateReplayDelete.
-		"statusVocabulary":   func() { eq("statusVocabulary", svc.Vocabulary.Name, "dcm-2026") },
-		"activeStatus":       func() { eq("activeStatus", svc.Vocabulary.Active, status.Running) },
+		"statusVocabulary":   func() { eq("statusVocabulary", svc.Vocabulary.Name(), "dcm-2026") },
+		"activeStatus":       func() { eq("activeStatus", svc.Vocabulary, status.Vocabulary(status.DCM2026{Active: status.Running})) },
 		"problemTypes":       func() { eq("problemTypes", a.server.ProblemTypeURIs(), true) },
 		"deleteKeyRetention": func() { eq("deleteKeyRetention", svc.DeleteKeyRetention, 3*time.Hour) },
 

@@ -17,6 +17,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/config"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
 )
 
@@ -32,14 +33,18 @@ type inputs struct {
 	sshKey          string
 	// interval is the health refresh and hub discovery period; hubStaleAfter the hub health check's threshold.
 	interval, hubStaleAfter time.Duration
+	vocabulary              status.Vocabulary // statusVocabulary with its words
 }
 
 // readInputs reads the hub's client configuration (restCfg, or cfg.HubKubeconfig, or the in-cluster service
 // account) with its rate limits and metrics, and the files the configuration names.
 func readInputs(cfg *config.Config, o Options) (*inputs, error) {
 	in := &inputs{restCfg: o.RestConfig, interval: o.HealthInterval}
+	var err error
+	if in.vocabulary, err = cfg.Vocabulary(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	if in.restCfg == nil {
-		var err error
 		if in.restCfg, err = loadRestConfig(cfg.HubKubeconfig); err != nil {
 			return nil, err
 		}
@@ -54,7 +59,6 @@ func readInputs(cfg *config.Config, o Options) (*inputs, error) {
 	in.hubMetrics = hub.NewMetrics()
 	in.hubMetrics.Instrument(in.restCfg)
 	if cfg.KubevirtInfraCluster != "" {
-		var err error
 		if in.infraKubeconfig, err = os.ReadFile(cfg.KubevirtInfraCluster); err != nil {
 			return nil, kubeconfigError("kubevirtInfraCluster", cfg.KubevirtInfraCluster, err)
 		}
@@ -62,7 +66,6 @@ func readInputs(cfg *config.Config, o Options) (*inputs, error) {
 			return nil, kubeconfigError("kubevirtInfraCluster", cfg.KubevirtInfraCluster, err)
 		}
 	}
-	var err error
 	if in.matrix, err = loadMatrix(cfg.VersionMatrixFile); err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/faultproxy"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/simulator"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/config"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
 // The dcm-2026 vocabulary end to end, in GET and in the events the stream acknowledged: create → PROGRESSING →
@@ -24,7 +24,7 @@ func TestDCM2026Vocabulary(t *testing.T) {
 	t.Parallel()
 	const ns, provider = "events", "sp-2026"
 	cfg := eventsConfig(ns, provider, testHub.NATSURL)
-	cfg.StatusVocabulary = config.VocabularyDCM2026
+	cfg.StatusVocabulary = status.VocabularyDCM2026
 	sp := startSP(t, cfg, Options{})
 	name := uniqueName("v26")
 	id := "inst-" + name
@@ -122,7 +122,7 @@ func TestDCM2026HubLost(t *testing.T) {
 	}
 	defer px.Close()
 	cfg := testConfig(ns)
-	cfg.ProviderName, cfg.StatusVocabulary = "sp-lost", config.VocabularyDCM2026
+	cfg.ProviderName, cfg.StatusVocabulary = "sp-lost", status.VocabularyDCM2026
 	lostAfter := Options{RestConfig: px.Config(), HubStaleAfter: 5 * time.Second}
 	sp := startSP(t, cfg, lostAfter)
 	seedCfg := testConfig(ns)

@@ -82,7 +82,7 @@ func (a *App) buildService(in *inputs) error {
 		SSHPublicKey: sshKey, PullSecret: pullSecret, Matrix: matrix, Status: st,
 		Platforms:         platforms.Available,
 		OperationTimeouts: cfg.OperationTimeouts(),
-		Vocabulary:        status.Vocabulary{Name: cfg.StatusVocabulary, Active: status.Status(cfg.ActiveStatus)},
+		Vocabulary:        in.vocabulary,
 		Observed:          hubObservation(h, hubStaleAfter), DeleteKeyRetention: cfg.DeleteKeyRetention,
 	}, log)
 	h.Index().OnChange(svc.IndexChanged) // GET and LIST build a changed cluster afresh
@@ -111,7 +111,7 @@ func (a *App) buildLeader(in *inputs) error {
 
 // buildPublisher builds the status events publisher when natsURL is set; it publishes only while the leader
 // certainly holds the lease.
-func (a *App) buildPublisher() error {
+func (a *App) buildPublisher(in *inputs) error {
 	cfg := a.Config
 	if cfg.NATSURL == "" {
 		a.log.Warn("natsURL is not set: status events are disabled")
@@ -124,7 +124,7 @@ func (a *App) buildPublisher() error {
 	a.Publisher = events.New(events.Options{URL: cfg.NATSURL, ProviderName: cfg.ProviderName, Naming: naming,
 		Credentials: events.Credentials{CredsFile: cfg.NATSCredsFile, NkeySeedFile: cfg.NATSNkeySeedFile, User: cfg.NATSUser,
 			PasswordFile: cfg.NATSPasswordFile, CAFile: cfg.NATSCAFile, CertFile: cfg.NATSCertFile, KeyFile: cfg.NATSKeyFile},
-		Debounce: cfg.StatusDebounce, UpdatingStatus: cfg.UpdatingStatus, CreateStream: cfg.StatusCreateStream, StreamMaxAge: cfg.StatusStreamMaxAge,
+		Debounce: cfg.StatusDebounce, Vocabulary: in.vocabulary, CreateStream: cfg.StatusCreateStream, StreamMaxAge: cfg.StatusStreamMaxAge,
 		Registry: a.Registry, Log: a.log, Fence: a.leader.Holds})
 	return nil
 }

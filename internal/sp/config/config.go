@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
 // Config is the whole configuration. Tags: `key` is the YAML key (env and flag names derive from it), `default`
@@ -126,12 +127,10 @@ type Config struct {
 	DeleteKeyRetention time.Duration `key:"deleteKeyRetention" default:"24h" usage:"how long a DELETE with an Idempotency-Key is remembered on the hub: its replay answers 204 within this time, also once the cluster is gone"`
 }
 
-// Values of statusVocabulary, activeStatus and problemTypes.
+// Values of problemTypes (statusVocabulary, activeStatus and updatingStatus take package status's names).
 const (
-	VocabularySeed    = "seed"
-	VocabularyDCM2026 = "dcm-2026"
-	ProblemTypeCodes  = "codes"
-	ProblemTypeURIs   = "uris"
+	ProblemTypeCodes = "codes"
+	ProblemTypeURIs  = "uris"
 )
 
 // field describes one configuration key.
@@ -353,6 +352,11 @@ func (c *Config) PlatformEnabled(p clusters.Platform) bool {
 		}
 	}
 	return false
+}
+
+// Vocabulary is the status vocabulary statusVocabulary names, with activeStatus and updatingStatus.
+func (c *Config) Vocabulary() (status.Vocabulary, error) {
+	return status.NewVocabulary(c.StatusVocabulary, status.Status(c.ActiveStatus), status.Status(c.UpdatingStatus))
 }
 
 // ProvisioningTimeouts are the configured provisioning timeouts by platform (status.Settings).

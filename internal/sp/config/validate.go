@@ -15,6 +15,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/loopback"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -117,8 +118,8 @@ func (c *Config) validateBehaviour(bad badValue) error {
 			}
 		}
 	}
-	if c.UpdatingStatus != "UPDATING" && c.UpdatingStatus != "PROGRESSING" {
-		return bad("updatingStatus", "must be UPDATING or PROGRESSING")
+	if !slices.Contains(status.UpdatingWords, status.Status(c.UpdatingStatus)) {
+		return bad("updatingStatus", "must be %s", orList(status.UpdatingWords))
 	}
 	if c.PullSecretFile != "" && c.PullSecretName != "" {
 		return bad("pullSecretFile", "set only one of pullSecretFile, pullSecretName")
@@ -160,11 +161,11 @@ func (c *Config) validateLogging(bad badValue) error {
 
 // validateDCM checks the keys of DCM's newer contract.
 func (c *Config) validateDCM(bad badValue) error {
-	if c.StatusVocabulary != VocabularySeed && c.StatusVocabulary != VocabularyDCM2026 {
-		return bad("statusVocabulary", "%q must be seed or dcm-2026", c.StatusVocabulary)
+	if !slices.Contains(status.VocabularyNames, c.StatusVocabulary) {
+		return bad("statusVocabulary", "%q must be %s", c.StatusVocabulary, orList(status.VocabularyNames))
 	}
-	if c.ActiveStatus != "ACTIVE" && c.ActiveStatus != "RUNNING" {
-		return bad("activeStatus", "%q must be ACTIVE or RUNNING", c.ActiveStatus)
+	if !slices.Contains(status.ActiveWords, status.Status(c.ActiveStatus)) {
+		return bad("activeStatus", "%q must be %s", c.ActiveStatus, orList(status.ActiveWords))
 	}
 	if c.ProblemTypes != ProblemTypeCodes && c.ProblemTypes != ProblemTypeURIs {
 		return bad("problemTypes", "%q must be codes or uris", c.ProblemTypes)
@@ -223,4 +224,16 @@ func (c *Config) validateSecurity(bad badValue) error {
 		}
 	}
 	return nil
+}
+
+// orList spells a list of allowed values for a message: "a or b", "a, b or c".
+func orList[T ~string](values []T) string {
+	s := make([]string, len(values))
+	for i, v := range values {
+		s[i] = string(v)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }

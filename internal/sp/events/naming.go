@@ -66,11 +66,10 @@ func (p *Publisher) Event(id string, r status.Report) (cloudevents.Event, string
 	ev.SetType(expand(p.o.Naming.Type, p.o.ProviderName, id))
 	ev.SetSubject(subject)
 	ev.SetTime(time.Now().UTC())
-	wire := string(st)
-	if st == status.Updating && p.o.UpdatingStatus != "" {
-		wire = p.o.UpdatingStatus
+	if p.o.Vocabulary != nil {
+		st = p.o.Vocabulary.EventStatus(st)
 	}
-	d := Data{ID: id, Status: wire, Message: r.Message}
+	d := Data{ID: id, Status: string(st), Message: r.Message}
 	if !r.Output.Empty() {
 		d.OutputSpec = &r.Output
 	}

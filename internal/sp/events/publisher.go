@@ -42,9 +42,8 @@ type Options struct {
 	RetryMax     time.Duration // longest retry delay (default 30s)
 	Timeout      time.Duration // one publish attempt (default 5s)
 	Workers      int           // parallel publishes (default 8)
-	// UpdatingStatus is the status string UPDATING is published as (config updatingStatus): UPDATING by default,
-	// or DCM's PROGRESSING (DCM folded its UPDATING into PROGRESSING).
-	UpdatingStatus string
+	// Vocabulary decides the word an event carries for a reported status (its EventStatus); nil: the status itself.
+	Vocabulary status.Vocabulary
 	// CreateStream makes the publisher create or update its own stream (StreamName()) for its subjects, keeping
 	// messages for StreamMaxAge, unless another stream already captures them.
 	CreateStream bool

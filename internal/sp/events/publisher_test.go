@@ -366,22 +366,28 @@ func waitTrue(t *testing.T, cond func() bool) {
 	testwait.For(t, 10*time.Second, "the condition", cond)
 }
 
-// UPDATING is published as configured: as is by default, as DCM's PROGRESSING with updatingStatus: PROGRESSING;
-// no other status is renamed.
+// An event carries the vocabulary's word for a status: the seed's UPDATING as is by default, as DCM's PROGRESSING
+// with updatingStatus: PROGRESSING; no other status is renamed; no vocabulary, the status itself.
 func TestUpdatingStatusOnTheWire(t *testing.T) {
 	for _, tc := range []struct {
-		setting string
-		st      status.Status
-		want    string
-	}{{"", status.Updating, "UPDATING"}, {"UPDATING", status.Updating, "UPDATING"}, {"PROGRESSING", status.Updating, "PROGRESSING"}, {"PROGRESSING", status.Ready, "READY"}} {
-		p := New(Options{URL: "nats://127.0.0.1:1", ProviderName: "test-sp", Naming: Presets["design"], UpdatingStatus: tc.setting})
+		v    status.Vocabulary
+		st   status.Status
+		want string
+	}{
+		{nil, status.Updating, "UPDATING"},
+		{status.Seed{}, status.Updating, "UPDATING"},
+		{status.Seed{UpdatingInEvents: status.Progressing}, status.Updating, "PROGRESSING"},
+		{status.Seed{UpdatingInEvents: status.Progressing}, status.Ready, "READY"},
+		{status.DCM2026{Active: status.Running}, status.Running, "RUNNING"},
+	} {
+		p := New(Options{URL: "nats://127.0.0.1:1", ProviderName: "test-sp", Naming: Presets["design"], Vocabulary: tc.v})
 		ev, _, err := p.Event("inst-1", status.Report{Status: tc.st, Message: "Scaling workers 2→3: 2/3 ready"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var d Data
 		if err := ev.DataAs(&d); err != nil || d.Status != tc.want {
-			t.Errorf("updatingStatus %q, %s: published %q (%v), want %q", tc.setting, tc.st, d.Status, err, tc.want)
+			t.Errorf("%#v, %s: published %q (%v), want %q", tc.v, tc.st, d.Status, err, tc.want)
 		}
 	}
 }

@@ -49,8 +49,11 @@ func New(p Ports, cfg Config, log *slog.Logger) Services {
 	return Services{Writer: NewWriter(p, cfg, conv, log), Reader: NewReader(p, cfg, log), Converger: conv}
 }
 
-// withDefaults fills in the defaults of the unset durations.
+// withDefaults fills in the defaults of the unset durations and the vocabulary (the seed).
 func (cfg Config) withDefaults() Config {
+	if cfg.Vocabulary == nil {
+		cfg.Vocabulary = status.Seed{}
+	}
 	if cfg.CacheWait == 0 {
 		cfg.CacheWait = 5 * time.Second
 	}
@@ -100,8 +103,8 @@ type Config struct {
 	// OperationTimeouts bound a day-2 operation, by platform (a platform not set here takes its default from
 	// package platform's table).
 	OperationTimeouts map[clusters.Platform]time.Duration
-	// Vocabulary is the status words reported (GET, LIST and the status events); Observed says whether the SP's
-	// view of the hub is current (nil: always).
+	// Vocabulary is the status words reported (GET, LIST and the status events; nil: the seed); Observed says
+	// whether the SP's view of the hub is current (nil: always).
 	Vocabulary status.Vocabulary
 	Observed   func() status.Observation
 	// DeleteKeyRetention is how long a keyed DELETE is remembered after it was answered (default 24h).

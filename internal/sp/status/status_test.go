@@ -293,7 +293,7 @@ func TestMapPlatformNotServed(t *testing.T) {
 		!strings.Contains(r.Message, "kubevirt, baremetal") {
 		t.Fatalf("AWS HostedCluster: %+v", r)
 	}
-	if st, _ := (Vocabulary{Name: VocabularyDCM2026}).Present(r, Observation{}); st != Degraded {
+	if st, _ := (DCM2026{}).Present(r, Observation{}); st != Degraded {
 		t.Errorf("dcm-2026 reports it %s, want DEGRADED", st)
 	}
 	if r := Map(b.deleting().hc, nil, now, DefaultSettings()); r.Status != Deleting {

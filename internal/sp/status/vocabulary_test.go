@@ -11,8 +11,8 @@ import (
 )
 
 var (
-	seed    = Vocabulary{Name: VocabularySeed}
-	dcm2026 = Vocabulary{Name: VocabularyDCM2026, Active: Active}
+	seed    = Seed{}
+	dcm2026 = DCM2026{Active: Active}
 )
 
 // Every row of the status table in both vocabularies (docs/status-mapping.md, "Vocabularies"): seed reports Map's
@@ -74,10 +74,9 @@ func TestVocabularyDCM2026Causes(t *testing.T) {
 	}{
 		{"day-2 running", Result{Status: Updating, Message: "Scaling workers 2→3: 2/3 ready"}, dcm2026, Progressing},
 		{"day-2 failed", Result{Status: Failed, Message: "Scaling workers 2→3: not finished after 90m", Why: WhyOperation}, dcm2026, Degraded},
-		{"ready as RUNNING", Result{Status: Ready, Message: "Cluster is ready"}, Vocabulary{Name: VocabularyDCM2026, Active: Running}, Running},
-		{"ready, Active unset", Result{Status: Ready}, Vocabulary{Name: VocabularyDCM2026}, Active},
+		{"ready as RUNNING", Result{Status: Ready, Message: "Cluster is ready"}, DCM2026{Active: Running}, Running},
+		{"ready, Active unset", Result{Status: Ready}, DCM2026{}, Active},
 		{"seed keeps UPDATING", Result{Status: Updating}, seed, Updating},
-		{"empty name is seed", Result{Status: Failed, Why: WhyTimeout}, Vocabulary{}, Failed},
 	}
 	for _, c := range cases {
 		if st, msg := c.v.Present(c.r, Observation{}); st != c.want || msg != c.r.Message {
@@ -114,14 +113,14 @@ func TestVocabularyWords(t *testing.T) {
 	if got := strings.Join(statusStrings(seed.Words()), ","); got != "PENDING,PROVISIONING,READY,UPDATING,FAILED,UNAVAILABLE,DELETING,DELETED" {
 		t.Errorf("seed words %s", got)
 	}
-	whys := []Why{WhyNone, WhyConfiguration, WhyConfigurationLater, WhyDegradedTooLong, WhyTimeout, WhyOperation, WhyWorkersShort}
-	for _, v := range []Vocabulary{seed, dcm2026, {Name: VocabularyDCM2026, Active: Running}} {
+	whys := []Why{WhyNone, WhyConfiguration, WhyConfigurationLater, WhyDegradedTooLong, WhyTimeout, WhyOperation, WhyPlatformNotServed, WhyWorkersShort}
+	for _, v := range []Vocabulary{seed, dcm2026, DCM2026{Active: Running}} {
 		for _, st := range All {
 			for _, why := range whys {
 				for _, lost := range []bool{false, true} {
 					got, _ := v.Present(Result{Status: st, Why: why}, Observation{Lost: lost})
 					if !slices.Contains(v.Words(), got) {
-						t.Errorf("%s: %s/%d (lost %v) → %s, not a word of the vocabulary", v.Name, st, why, lost, got)
+						t.Errorf("%s: %s/%d (lost %v) → %s, not a word of the vocabulary", v.Name(), st, why, lost, got)
 					}
 				}
 			}
@@ -140,4 +139,62 @@ func statusStrings(list []Status) []string {
 		out[i] = string(s)
 	}
 	return out
+}
+
+// NewVocabulary builds the vocabulary a configuration names with its one setting, and refuses unknown names and words.
+func TestNewVocabulary(t *testing.T) {
+	cases := []struct {
+		name             string
+		active, updating Status
+		want             Vocabulary
+		err              string
+	}{
+		{"", "", "", Seed{}, ""},
+		{VocabularySeed, Running, Progressing, Seed{UpdatingInEvents: Progressing}, ""},
+		{VocabularyDCM2026, Running, Updating, DCM2026{Active: Running}, ""},
+		{VocabularyDCM2026, "", "", DCM2026{}, ""},
+		{"dcm-2027", "", "", nil, `status vocabulary "dcm-2027" is not one of [seed dcm-2026]`},
+		{VocabularyDCM2026, Ready, "", nil, `"READY" must be one of [ACTIVE RUNNING]`},
+		{VocabularySeed, "", Pending, nil, `"PENDING" must be one of [UPDATING PROGRESSING]`},
+	}
+	for _, c := range cases {
+		v, err := NewVocabulary(c.name, c.active, c.updating)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("NewVocabulary(%q, %q, %q): %v, want an error with %q", c.name, c.active, c.updating, err, c.err)
+			}
+			continue
+		}
+		if err != nil || v != c.want {
+			t.Errorf("NewVocabulary(%q, %q, %q) = %#v, %v; want %#v", c.name, c.active, c.updating, v, err, c.want)
+		}
+	}
+	for _, name := range VocabularyNames {
+		if v, err := NewVocabulary(name, "", ""); err != nil || v.Name() != name {
+			t.Errorf("NewVocabulary(%q) = %v, %v", name, v, err)
+		}
+	}
+}
+
+// Each vocabulary decides what its status events carry and whether it follows the hub observation.
+func TestVocabularyEventsAndObservation(t *testing.T) {
+	cases := []struct {
+		v       Vocabulary
+		in, out Status
+		follows bool
+	}{
+		{Seed{}, Updating, Updating, false},
+		{Seed{UpdatingInEvents: Progressing}, Updating, Progressing, false},
+		{Seed{UpdatingInEvents: Progressing}, Ready, Ready, false},
+		{DCM2026{}, Progressing, Progressing, true},
+		{DCM2026{Active: Running}, Running, Running, true},
+	}
+	for _, c := range cases {
+		if got := c.v.EventStatus(c.in); got != c.out {
+			t.Errorf("%#v.EventStatus(%s) = %s, want %s", c.v, c.in, got, c.out)
+		}
+		if c.v.FollowsObservation() != c.follows {
+			t.Errorf("%#v.FollowsObservation() = %v", c.v, !c.follows)
+		}
+	}
 }
