@@ -39,14 +39,14 @@ type App struct {
 	Publisher  *events.Publisher
 	Registrar  *registration.Registrar
 	Health     *health.Checker
-	Platforms  *Platforms
+	Platforms  *hub.Platforms
 	Registry   *prometheus.Registry
 	Guard      *security.Guard
 
 	log      *slog.Logger
 	server   *httpapi.Server
 	listener net.Listener
-	leader   *leader
+	leader   *leaderloop.Elector
 	// observeEvery is how often the hub's observability is compared (dcm-2026: a change re-reports every cluster).
 	observeEvery time.Duration
 }
@@ -191,7 +191,7 @@ func (a *App) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		a.leader.run(ctx)
+		a.leader.Run(ctx)
 	}()
 	if a.Service.Settings().Vocabulary.FollowsObservation() {
 		go a.followObservation(ctx)

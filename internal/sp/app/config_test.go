@@ -83,6 +83,7 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc, pub, reg, guard, opts := a.Service.Settings(), a.Publisher.Options(), a.Registrar.Options(), a.Guard.Options(), a.Hub.Options()
+	lease, leaseDuration := a.leader.Lease()
 	eq := func(key string, got, want any) {
 		t.Helper()
 		if got != want {
@@ -98,7 +99,8 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		},
 		"defaultPlatform": func() { eq("defaultPlatform", svc.Spec.DefaultPlatform, "baremetal") },
 		"enabledPlatforms": func() {
-			eq("enabledPlatforms", a.Platforms.cfg.PlatformEnabled("kubevirt"), false)
+			_, _, msg := a.Platforms.KubeVirtState(context.Background())
+			eq("enabledPlatforms", msg, "not in enabledPlatforms")
 		},
 		"kubevirtInfraCluster":   func() { eq("kubevirtInfraCluster", string(svc.KubeVirtInfraKubeconfig), string(mustRead(t, infra))) },
 		"kubevirtInfraNamespace": func() { eq("kubevirtInfraNamespace", svc.KubeVirtInfraNamespace, "vms") },
@@ -127,7 +129,7 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		"tlsCertFile":          func() { eq("tlsCertFile", a.Config.TLS(), true) }, // served: TestServingCertificateReload
 		"tlsKeyFile":           func() { eq("tlsKeyFile", a.Config.TLSKeyFile, cfg.TLSKeyFile) },
 		"providerName": func() {
-			eq("providerName", opts.Provider+"|"+svc.Provider+"|"+pub.ProviderName+"|"+reg.Name+"|"+a.leader.lock.Describe(), "keys-sp|keys-sp|keys-sp|keys-sp|keys-leases/keys-sp-leader")
+			eq("providerName", opts.Provider+"|"+svc.Provider+"|"+pub.ProviderName+"|"+reg.Name+"|"+lease, "keys-sp|keys-sp|keys-sp|keys-sp|keys-leases/keys-sp-leader")
 		},
 		"displayName":     func() { eq("displayName", reg.DisplayName, "Keys SP") },
 		"apiHost":         func() { eq("apiHost", reg.Endpoint, "https://keys.example.com:8443/api/v1alpha1/clusters") },
@@ -153,11 +155,11 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		"statusCreateStream": func() { eq("statusCreateStream", pub.CreateStream, true) },
 		"statusStreamMaxAge": func() { eq("statusStreamMaxAge", pub.StreamMaxAge, 5*time.Hour) },
 		"resyncPeriod":       func() { eq("resyncPeriod", a.Reconciler.ResyncPeriod(), 7*time.Minute) },
-		"leaderElection":     func() { eq("leaderElection", a.leader.enabled, true) },
+		"leaderElection":     func() { eq("leaderElection", lease != "", true) },
 		"leaderElectionNamespace": func() {
-			eq("leaderElectionNamespace", strings.HasPrefix(a.leader.lock.Describe(), "keys-leases/"), true)
+			eq("leaderElectionNamespace", strings.HasPrefix(lease, "keys-leases/"), true)
 		},
-		"leaseDuration": func() { eq("leaseDuration", a.leader.lease, 21*time.Second) },
+		"leaseDuration": func() { eq("leaseDuration", leaseDuration, 21*time.Second) },
 		"versionMatrixFile": func() {
 			k, ok := svc.Matrix.KubernetesFor(versions.Minor{Major: 4, Minor: 22})
 			eq("versionMatrixFile", k.String()+"|"+map[bool]string{true: "ok"}[ok], "1.35|ok")

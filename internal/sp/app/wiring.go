@@ -17,6 +17,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/httpapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/provision"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/reconcile"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/registration"
@@ -46,7 +47,8 @@ func (a *App) buildHub(in *inputs) error {
 	if err != nil {
 		return err
 	}
-	platforms, err := NewPlatforms(cfg, h, in.infraCfg)
+	platforms, err := hub.NewPlatforms(h, hub.PlatformOptions{Enabled: cfg.EnabledPlatforms, DefaultInfraEnv: cfg.DefaultInfraEnvName,
+		InfraCluster: in.infraCfg})
 	if err != nil {
 		return err
 	}
@@ -94,7 +96,7 @@ func (a *App) buildService(in *inputs) error {
 // added last (addLeaderTasks).
 func (a *App) buildLeader(in *inputs) error {
 	cfg := a.Config
-	l, err := newLeader(in.restCfg, cfg.LeaderElection, cfg.ProviderName+"-leader", cfg.LeaseNamespace(), cfg.LeaseDuration, a.log)
+	l, err := leaderloop.NewElector(in.restCfg, cfg.LeaderElection, cfg.ProviderName+"-leader", cfg.LeaseNamespace(), cfg.LeaseDuration, a.log)
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
@@ -228,13 +230,13 @@ func (a *App) addLeaderTasks() {
 			Help: "Instances a component holds per-cluster state for (follows the live clusters; 0 on a follower)."}, func() float64 { return float64(n()) })
 	}
 	a.Registry.MustRegister(tracked("reconciler", a.Reconciler.Remembered), tracked("provision", a.Service.Remembered))
-	a.leader.add(a.Reconciler)
+	a.leader.Add(a.Reconciler)
 	if a.Publisher != nil {
 		a.Registry.MustRegister(tracked("publisher", a.Publisher.Tracked))
-		a.leader.add(a.Publisher)
+		a.leader.Add(a.Publisher)
 	}
 	if a.Registrar != nil {
-		a.leader.add(a.Registrar)
+		a.leader.Add(a.Registrar)
 	}
 }
 

@@ -1,7 +1,8 @@
-// Package leaderloop is the one shape of the SP's leader-only work loops: during each leadership term a fresh
-// rate-limited work queue (client-go's workqueue) and a fixed number of workers that hand each key to a handler
-// and schedule it again as the handler's outcome says. Between terms the loop holds no queue: keys added then are
-// dropped, because every term starts from a full resync of its own.
+// Package leaderloop runs the SP's leader-only work: the Elector decides, through a fenced Lease, which replica
+// leads and runs the leader's tasks during each term; a Loop is the one shape of those tasks' work loops — during
+// each term a fresh rate-limited work queue (client-go's workqueue) and a fixed number of workers that hand each key
+// to a handler and schedule it again as the handler's outcome says. Between terms a loop holds no queue: keys added
+// then are dropped, because every term starts from a full resync of its own.
 package leaderloop
 
 import (

@@ -1,8 +1,9 @@
-package app
+package hub
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -11,8 +12,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/config"
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/redact"
 )
 
@@ -21,8 +20,8 @@ import (
 // Availability is sticky for the life of the process: a later outage shows as an unhealthy check, not as a
 // platform that disappears from registration (docs/dcm.md).
 type Platforms struct {
-	cfg   *config.Config
-	hub   *hub.Hub
+	o     PlatformOptions
+	hub   *Hub
 	infra discovery.DiscoveryInterface // external KubeVirt cluster, nil when the hub is the infrastructure
 
 	mu        sync.Mutex
@@ -32,11 +31,22 @@ type Platforms struct {
 	onChange  []func()
 }
 
-// NewPlatforms prepares the tracker; infraCfg is the external KubeVirt cluster (nil: the hub).
-func NewPlatforms(cfg *config.Config, h *hub.Hub, infraCfg *rest.Config) (*Platforms, error) {
-	p := &Platforms{cfg: cfg, hub: h, available: map[clusters.Platform]bool{}}
-	if infraCfg != nil {
-		c := rest.CopyConfig(infraCfg)
+// PlatformOptions are what the configuration says of the platforms.
+type PlatformOptions struct {
+	Enabled         []string     // enabledPlatforms
+	DefaultInfraEnv string       // defaultInfraEnvName: the baremetal check reports it missing
+	InfraCluster    *rest.Config // kubevirtInfraCluster: the external KubeVirt cluster (nil: the hub)
+}
+
+func (o PlatformOptions) enabled(p clusters.Platform) bool {
+	return slices.Contains(o.Enabled, string(p))
+}
+
+// NewPlatforms prepares the tracker of the platforms h offers (the Agent APIs in h's AgentNamespace).
+func NewPlatforms(h *Hub, o PlatformOptions) (*Platforms, error) {
+	p := &Platforms{o: o, hub: h, available: map[clusters.Platform]bool{}}
+	if o.InfraCluster != nil {
+		c := rest.CopyConfig(o.InfraCluster)
 		c.Timeout = 1500 * time.Millisecond // inside the health check timeout
 		dc, err := discovery.NewDiscoveryClientForConfig(c)
 		if err != nil {
@@ -72,11 +82,11 @@ func (p *Platforms) Available() []string {
 // discovered platforms available. It runs after every hub discovery.
 func (p *Platforms) Refresh() {
 	d := p.hub.LastDiscovery()
-	kubevirtServed := d.Served[hub.APIKubeVirt]
+	kubevirtServed := d.Served[APIKubeVirt]
 	infraMsg := "kubevirt.io/v1 served on the hub"
 	if p.infra != nil {
 		kubevirtServed, infraMsg = false, ""
-		if _, err := p.infra.ServerResourcesForGroupVersion(string(hub.APIKubeVirt)); err != nil {
+		if _, err := p.infra.ServerResourcesForGroupVersion(string(APIKubeVirt)); err != nil {
 			infraMsg = "kubevirt.io/v1 not reachable on the infrastructure cluster: " + redact.Cause(err)
 		} else {
 			kubevirtServed, infraMsg = true, "kubevirt.io/v1 served on the infrastructure cluster"
@@ -84,12 +94,12 @@ func (p *Platforms) Refresh() {
 	} else if !kubevirtServed {
 		infraMsg = "kubevirt.io/v1 is not served on the hub"
 	}
-	bmServed := p.cfg.AgentNamespace != "" && d.Served[hub.APIAgents]
+	bmServed := p.hub.AgentNamespace() != "" && d.Served[APIAgents]
 	p.mu.Lock()
 	p.infraOK, p.infraMsg = kubevirtServed, infraMsg
 	changed := false
 	for name, served := range map[clusters.Platform]bool{clusters.KubeVirt: kubevirtServed, clusters.BareMetal: bmServed} {
-		if served && p.cfg.PlatformEnabled(name) && !p.available[name] {
+		if served && p.o.enabled(name) && !p.available[name] {
 			p.available[name] = true
 			changed = true
 		}
@@ -107,7 +117,7 @@ func (p *Platforms) Refresh() {
 func (p *Platforms) KubeVirtState(context.Context) (enabled, ok bool, message string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.cfg.PlatformEnabled(clusters.KubeVirt) {
+	if !p.o.enabled(clusters.KubeVirt) {
 		return false, true, "not in enabledPlatforms"
 	}
 	if !p.available[clusters.KubeVirt] {
@@ -119,15 +129,15 @@ func (p *Platforms) KubeVirtState(context.Context) (enabled, ok bool, message st
 // BareMetalState is the baremetal health check's view.
 func (p *Platforms) BareMetalState(ctx context.Context) (enabled, ok bool, message string) {
 	switch {
-	case !p.cfg.PlatformEnabled(clusters.BareMetal):
+	case !p.o.enabled(clusters.BareMetal):
 		return false, true, "not in enabledPlatforms"
-	case p.cfg.AgentNamespace == "":
+	case p.hub.AgentNamespace() == "":
 		return false, true, "agentNamespace is not configured"
 	}
 	p.mu.Lock()
 	available := p.available[clusters.BareMetal]
 	p.mu.Unlock()
-	served := p.hub.LastDiscovery().Served[hub.APIAgents]
+	served := p.hub.LastDiscovery().Served[APIAgents]
 	if !available {
 		return false, true, "Agent/InfraEnv APIs (agent-install.openshift.io/v1beta1) not served on the hub"
 	}
@@ -139,14 +149,14 @@ func (p *Platforms) BareMetalState(ctx context.Context) (enabled, ok bool, messa
 	}
 	infraEnvs, _ := p.hub.InfraEnvNames(ctx)
 	agents, _ := p.hub.Agents(ctx)
-	msg := fmt.Sprintf("%d InfraEnvs, %d Agents in %s", len(infraEnvs), len(agents), p.cfg.AgentNamespace)
-	if p.cfg.DefaultInfraEnvName != "" {
+	msg := fmt.Sprintf("%d InfraEnvs, %d Agents in %s", len(infraEnvs), len(agents), p.hub.AgentNamespace())
+	if p.o.DefaultInfraEnv != "" {
 		found := false
 		for _, n := range infraEnvs {
-			found = found || n == p.cfg.DefaultInfraEnvName
+			found = found || n == p.o.DefaultInfraEnv
 		}
 		if !found {
-			return true, false, msg + "; default InfraEnv " + p.cfg.DefaultInfraEnvName + " not found"
+			return true, false, msg + "; default InfraEnv " + p.o.DefaultInfraEnv + " not found"
 		}
 	}
 	return true, true, msg

@@ -1,4 +1,4 @@
-package app
+package leaderloop
 
 import (
 	"context"
@@ -15,20 +15,20 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// leaderTask is a component that runs on the leader only (reconciler, publisher, registrar). Start runs until ctx
-// ends and may be called again for a later leadership term; each of them runs its term on a leaderloop.Loop.
-type leaderTask interface {
+// Task is a component that runs on the leader only (the SP's reconciler, publisher, registrar). Start runs until
+// ctx ends and may be called again for a later leadership term; each of them runs its term on a Loop.
+type Task interface {
 	Start(ctx context.Context) error
 }
 
-// leader runs the leader-only tasks of several replicas through a Lease: one replica at a time runs them. Losing
+// Elector runs the leader-only tasks of several replicas through a Lease: one replica at a time runs them. Losing
 // the lease (e.g. the hub's API server is unreachable for longer than the renew deadline) stops the tasks and the
 // replica campaigns again; it never takes the process — and the API it serves from its caches — down with it.
-type leader struct {
+type Elector struct {
 	enabled             bool
 	lock                resourcelock.Interface
 	lease, renew, retry time.Duration
-	tasks               []leaderTask
+	tasks               []Task
 	log                 *slog.Logger
 	leading             atomic.Bool
 	mu                  sync.Mutex
@@ -41,9 +41,9 @@ type leader struct {
 }
 
 // fencedLock records when this replica last wrote the Lease as its holder. Another replica can acquire the Lease
-// only a full lease duration (as written in the record) after it last saw it change, so this replica's leadership is certain until its last
-// successful write's start plus the lease duration — whatever client-go's renew loop, slowed by a struggling API
-// server, still believes. Publishing stops at that bound (less a margin for clock rates and transit): two terms
+// only a full lease duration (as written in the record) after it last saw it change, so this replica's leadership is
+// certain until its last successful write's start plus the lease duration — whatever client-go's renew loop, slowed
+// by a struggling API server, still believes. Publishing stops at that bound (less a margin for clock rates and transit): two terms
 // on two replicas may overlap, their publishing does not.
 type fencedLock struct {
 	resourcelock.Interface
@@ -89,8 +89,10 @@ func (f *fencedLock) holds() bool {
 	return time.Now().Before(f.until)
 }
 
-func newLeader(cfg *rest.Config, enabled bool, name, namespace string, lease time.Duration, log *slog.Logger) (*leader, error) {
-	l := &leader{enabled: enabled, lease: lease, renew: lease * 2 / 3, retry: lease / 5, log: log, elected: make(chan struct{})}
+// NewElector returns the election of the Lease namespace/name (lease: its duration) for the replica whose hub
+// client configuration is cfg; disabled, the replica leads at once and alone.
+func NewElector(cfg *rest.Config, enabled bool, name, namespace string, lease time.Duration, log *slog.Logger) (*Elector, error) {
+	l := &Elector{enabled: enabled, lease: lease, renew: lease * 2 / 3, retry: lease / 5, log: log, elected: make(chan struct{})}
 	if !enabled {
 		return l, nil
 	}
@@ -111,18 +113,27 @@ func newLeader(cfg *rest.Config, enabled bool, name, namespace string, lease tim
 
 // Holds reports whether this replica certainly holds leadership now (always, without leader election): the
 // publisher sends nothing when it does not, so a replica whose term overlaps the next leader's stays silent.
-func (l *leader) Holds() bool { return !l.enabled || l.leading.Load() && l.fence.holds() }
+func (l *Elector) Holds() bool { return !l.enabled || l.leading.Load() && l.fence.holds() }
 
-func (l *leader) add(t leaderTask) { l.tasks = append(l.tasks, t) }
+// Lease describes the election: the Lease it campaigns for (namespace/name; "" when disabled) and its duration.
+func (l *Elector) Lease() (string, time.Duration) {
+	if !l.enabled {
+		return "", l.lease
+	}
+	return l.lock.Describe(), l.lease
+}
+
+// Add adds a task, before Run: the tasks start in this order and stop one after the other in the same order.
+func (l *Elector) Add(t Task) { l.tasks = append(l.tasks, t) }
 
 // Leading reports whether this replica runs the leader-only tasks now.
-func (l *leader) Leading() bool { return l.leading.Load() }
+func (l *Elector) Leading() bool { return l.leading.Load() }
 
 // Elected is closed the first time this replica becomes the leader.
-func (l *leader) Elected() <-chan struct{} { return l.elected }
+func (l *Elector) Elected() <-chan struct{} { return l.elected }
 
-// run campaigns and runs the tasks during each term until ctx ends.
-func (l *leader) run(ctx context.Context) {
+// Run campaigns and runs the tasks during each term until ctx ends.
+func (l *Elector) Run(ctx context.Context) {
 	if !l.enabled {
 		l.term(ctx)
 		return
@@ -163,7 +174,7 @@ func (l *leader) run(ctx context.Context) {
 }
 
 // waitForTerm returns once no term is running.
-func (l *leader) waitForTerm() {
+func (l *Elector) waitForTerm() {
 	l.terms.Lock()
 	defer l.terms.Unlock()
 }
@@ -171,7 +182,7 @@ func (l *leader) waitForTerm() {
 // term runs every task until ctx ends, then stops them one after the other in the order they were added, each
 // only after the one before has returned: the reconciler reports no status after the publisher ended its term
 // (which would be published, stale, at the start of a later one).
-func (l *leader) term(ctx context.Context) {
+func (l *Elector) term(ctx context.Context) {
 	l.leading.Store(true)
 	defer l.leading.Store(false)
 	l.mu.Lock()
@@ -181,7 +192,7 @@ func (l *leader) term(ctx context.Context) {
 		close(l.elected)
 	}
 	l.mu.Unlock()
-	l.log.Info("leading: running the reconciler, status events and registration")
+	l.log.Info("leading: running the leader's tasks", "tasks", len(l.tasks))
 	stops := make([]context.CancelFunc, len(l.tasks))
 	dones := make([]chan struct{}, len(l.tasks))
 	for i, t := range l.tasks {
