@@ -3,7 +3,6 @@ package provision
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,32 +30,11 @@ func requirements(id string, spec *clusters.Spec) inventory.Requirements {
 	return req
 }
 
-// checkAgentSupply refuses a bare-metal create up front when its InfraEnv is missing or too few Agents meet the
-// minimums (422 naming the shortfall). Nothing is reserved here.
-func (s *Writer) checkAgentSupply(ctx context.Context, id string, spec *clusters.Spec, need int) error {
-	names, err := s.catalog.InfraEnvNames(ctx)
-	if err != nil {
-		return clusters.Unprocessable("platform baremetal is not available: %v", err)
-	}
-	if !slices.Contains(names, spec.InfraEnv) {
-		return clusters.Unprocessable("InfraEnv %s not found in namespace %s", spec.InfraEnv, s.site.AgentNamespace())
-	}
-	agents, err := s.catalog.Agents(ctx)
-	if err != nil {
-		return hubapi.Failure(err, "reading Agents")
-	}
-	req := requirements(id, spec)
-	if len(inventory.Eligible(agents, req)) < need {
-		return clusters.Unprocessable("%s", inventory.Shortfall(agents, req, need))
-	}
-	return nil
-}
-
-// ensureAgents completes the instance's reservation to need Agents, labelling eligible ones with its id (and this
+// ReserveAgents completes the instance's reservation to need Agents, labelling eligible ones with its id (and this
 // provider), with optimistic concurrency: an Agent taken meanwhile is skipped for the next eligible one. Agents
 // already carrying the id (an earlier attempt, another replica) count and are never released by this call's
 // rollback: ch records only the Agents this call labelled.
-func (s *Converger) ensureAgents(ctx context.Context, id string, spec *clusters.Spec, need int, ch *changes) error {
+func (s *Converger) ReserveAgents(ctx context.Context, id string, spec *clusters.Spec, need int, ch *changes) error {
 	agents, err := s.catalog.Agents(ctx)
 	if err != nil {
 		return hubapi.Failure(err, "reading Agents")
@@ -152,7 +130,7 @@ func (s *Converger) claimAgent(ctx context.Context, name, id string, req invento
 }
 
 // releaseAgent removes the instance's reservation from one Agent (only if it is this instance's).
-func (s *Converger) releaseAgent(ctx context.Context, name, id string) error {
+func (s *deps) releaseAgent(ctx context.Context, name, id string) error {
 	for attempt := 0; attempt < 5; attempt++ {
 		u := agentObject()
 		if err := s.client.Get(ctx, client.ObjectKey{Namespace: s.site.AgentNamespace(), Name: name}, u); err != nil {

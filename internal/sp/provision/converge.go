@@ -40,28 +40,20 @@ func (s *Converger) Converge(ctx context.Context, hc *hyperv1.HostedCluster) err
 	if err != nil {
 		return fmt.Errorf("the spec stored on HostedCluster %s is unusable (%v); not converging it", hc.Name, err)
 	}
-	in, err := s.input(id, spec, hc.Spec.Release.Image, hc.Annotations[meta.AnnotationOpenShiftVersion], hc.Spec.InfraID, hc.Spec.ControllerAvailabilityPolicy)
+	idx := s.index
+	_, hasPullSecret := idx.Secret(render.PullSecretName(hc.Name))
+	_, hasEtcdKey := idx.Secret(render.EtcdKeySecretName(hc.Name))
+	if !hasEtcdKey && len(hc.Status.Conditions) > 0 {
+		s.log.Warn("the etcd encryption key Secret of a started cluster is missing; creating a new key (data encrypted with the lost one cannot be read)", "id", id, "name", hc.Name)
+	}
+	v, _ := idx.Get(id)
+	in, err := s.Desired(ctx, id, spec, Release{Image: hc.Spec.Release.Image, OpenShiftVersion: hc.Annotations[meta.AnnotationOpenShiftVersion],
+		InfraID: hc.Spec.InfraID, Policy: hc.Spec.ControllerAvailabilityPolicy},
+		Fill{PullSecret: !hasPullSecret, EtcdKey: !hasEtcdKey, HostingCluster: s.cfg.ManageACMObjects && v.ManagedCluster == nil})
 	if err != nil {
 		return err
 	}
-	idx := s.index
-	if _, ok := idx.Secret(render.PullSecretName(hc.Name)); !ok {
-		if in.PullSecret, err = s.pullSecret(ctx, spec); err != nil {
-			return err
-		}
-	}
-	if _, ok := idx.Secret(render.EtcdKeySecretName(hc.Name)); !ok {
-		if len(hc.Status.Conditions) > 0 {
-			s.log.Warn("the etcd encryption key Secret of a started cluster is missing; creating a new key (data encrypted with the lost one cannot be read)", "id", id, "name", hc.Name)
-		}
-		if in.EtcdEncryptionKey, err = newEtcdKey(); err != nil {
-			return err
-		}
-	}
-	if v, _ := idx.Get(id); s.cfg.ManageACMObjects && v.ManagedCluster == nil {
-		in.HostingClusterName = s.hostingClusterName(ctx)
-	}
-	if err := s.ensureChildren(ctx, hc, spec, render.Render(in), nil); err != nil {
+	if err := s.EnsureChildren(ctx, hc, spec, render.Render(in), nil); err != nil {
 		if errors.Is(err, errDeleting) {
 			return nil
 		}
@@ -90,9 +82,9 @@ func (s *Converger) stillLive(ctx context.Context, hc *hyperv1.HostedCluster) er
 	return nil
 }
 
-// ensureChildren creates whichever of the rendered children does not exist yet, each owned by hc where it can be,
+// EnsureChildren creates whichever of the rendered children does not exist yet, each owned by hc where it can be,
 // and completes the Agent reservation. ch, when set, records what was created (a create's rollback).
-func (s *Converger) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluster, spec *clusters.Spec, objs render.Objects, ch *changes) error {
+func (s *Converger) EnsureChildren(ctx context.Context, hc *hyperv1.HostedCluster, spec *clusters.Spec, objs render.Objects, ch *changes) error {
 	id := meta.InstanceID(hc.Labels)
 	// Only the reconciler (ch == nil) remembers what it ensured: it also forgets it when the cluster goes, whereas a
 	// create served by a follower would leave it behind for good.
@@ -141,7 +133,7 @@ func (s *Converger) ensureChildren(ctx context.Context, hc *hyperv1.HostedCluste
 		return err
 	}
 	if spec.Platform == clusters.BareMetal {
-		if err := s.ensureAgents(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
+		if err := s.ReserveAgents(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
 			return err
 		}
 	}
@@ -221,7 +213,7 @@ func (s *Converger) createManagedCluster(ctx context.Context, hc *hyperv1.Hosted
 
 // deleteManagedClusterOf deletes the ManagedCluster name if it was created for the HostedCluster uid (its
 // annotation), preconditioned on the ManagedCluster's own UID; anything else of that name is left alone.
-func (s *Converger) deleteManagedClusterOf(ctx context.Context, name string, uid types.UID) error {
+func (s *deps) deleteManagedClusterOf(ctx context.Context, name string, uid types.UID) error {
 	mc := &clusterv1.ManagedCluster{}
 	if err := s.client.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
 		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
@@ -355,4 +347,57 @@ func parallel(steps ...func() error) error {
 		}
 	}
 	return nil
+}
+
+// ensureInstanceLock makes a live cluster's lock exist, owned by its HostedCluster alone and carrying its stored
+// spec. Done once per HostedCluster per process when remembered (the garbage collector, not the SP, removes it).
+// taken is the lock this create has just taken, if any (no need to read it back).
+func (s *Converger) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedCluster, taken *corev1.ConfigMap, remember bool) error {
+	id := meta.InstanceID(hc.Labels)
+	s.mu.Lock()
+	done := s.lockDone[id] == hc.UID
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	var err error
+	if taken != nil {
+		err = s.ownLock(ctx, taken, hc)
+	} else {
+		// Read first: the lock almost always exists (every create takes it), so this is one call, not two.
+		lock := render.InstanceLock(s.cfg.Provider, s.site.Namespace(), id, hc.Annotations[meta.AnnotationSpec])
+		var got corev1.ConfigMap
+		if err = s.client.Get(ctx, client.ObjectKeyFromObject(lock), &got); apierrors.IsNotFound(err) {
+			lock.OwnerReferences = appendOwner(nil, hc)
+			err = s.client.Create(ctx, lock)
+			if apierrors.IsAlreadyExists(err) {
+				err = s.client.Get(ctx, client.ObjectKeyFromObject(lock), &got)
+			} else if err == nil {
+				got = *lock
+			}
+		}
+		if err == nil {
+			err = s.ownLock(ctx, &got, hc)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("the lock of instance %s: %w", id, err)
+	}
+	if remember {
+		s.mu.Lock()
+		s.lockDone[id] = hc.UID
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// ownLock makes hc the lock's only owner and its spec the lock's, conditional on the version read.
+func (s *Converger) ownLock(ctx context.Context, lock *corev1.ConfigMap, hc *hyperv1.HostedCluster) error {
+	if len(lock.OwnerReferences) == 1 && ownedBy(lock.OwnerReferences, hc) && lock.Annotations[meta.AnnotationSpec] == hc.Annotations[meta.AnnotationSpec] {
+		return nil
+	}
+	return s.patchMeta(ctx, &corev1.ConfigMap{}, lock.ObjectMeta, map[string]any{
+		"ownerReferences": appendOwner(nil, hc),
+		"annotations":     map[string]string{meta.AnnotationSpec: hc.Annotations[meta.AnnotationSpec]},
+	})
 }

@@ -117,7 +117,7 @@ func TestRemoveStatusFinalizer(t *testing.T) {
 	f := newFixture(t)
 	f.create(id1, "", kubevirtBody("alpha", 2))
 	f.operatorFinalizer("alpha")
-	if err := f.svc.RemoveStatusFinalizer(context.Background(), f.hostedCluster("alpha")); err != nil {
+	if err := f.svc.Converger.RemoveStatusFinalizer(context.Background(), f.hostedCluster("alpha")); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.hostedCluster("alpha").Finalizers; len(got) != 1 || got[0] != "hypershift.openshift.io/finalizer" {

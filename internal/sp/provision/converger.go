@@ -73,10 +73,45 @@ func (s *Converger) Report(v clusters.View, r status.Result) status.Report {
 	return status.Report{Status: st, Message: msg, Output: clusters.Output(v)}
 }
 
-// input is the render input of a cluster: the request's spec plus what was decided at create (release image,
-// OpenShift version, infraID, availability policy) — from the request itself at create, from the HostedCluster
-// later. Secret contents are not filled in: only a create, or a convergence that must recreate a Secret, reads them.
-func (s *Converger) input(id string, spec *clusters.Spec, releaseImage, openshiftVersion, infraID string, policy hyperv1.AvailabilityPolicy) (render.Input, error) {
+// Release is the release a cluster's objects are rendered at, and the identity its HostedCluster was made with.
+type Release struct {
+	Image, OpenShiftVersion string
+	InfraID                 string
+	Policy                  hyperv1.AvailabilityPolicy // "": from the spec and the configuration
+}
+
+// Fill says which contents Desired reads or generates: a create fills them all, Converge only what the hub lacks.
+type Fill struct {
+	PullSecret     bool // read the pull secret (the request's, else the configured one)
+	EtcdKey        bool // generate a new etcd encryption key
+	HostingCluster bool // read the hosting cluster's name (the ManagedCluster's hosting annotation)
+}
+
+// Desired is the one builder of what a cluster's objects must be — what a create writes and what Converge drives
+// toward: the render input of cluster id with spec at release r, with the contents fill asks for.
+func (s *Converger) Desired(ctx context.Context, id string, spec *clusters.Spec, r Release, fill Fill) (render.Input, error) {
+	in := s.input(id, spec, r)
+	var err error
+	if fill.PullSecret {
+		if in.PullSecret, err = s.pullSecret(ctx, spec); err != nil {
+			return in, err
+		}
+	}
+	if fill.EtcdKey {
+		if in.EtcdEncryptionKey, err = newEtcdKey(); err != nil {
+			return in, err
+		}
+	}
+	if fill.HostingCluster {
+		in.HostingClusterName = s.hostingClusterName(ctx)
+	}
+	return in, nil
+}
+
+// input is the render input of a cluster: the spec plus what was decided at create (r) — from the request itself
+// at create, from the HostedCluster later. Secret contents are not filled in (Desired fills what it is asked to).
+func (s *Converger) input(id string, spec *clusters.Spec, r Release) render.Input {
+	policy := r.Policy
 	if policy == "" {
 		policy = s.cfg.ControlPlaneAvailabilityPolicy
 		switch spec.ControlPlane.Count {
@@ -88,8 +123,8 @@ func (s *Converger) input(id string, spec *clusters.Spec, releaseImage, openshif
 	}
 	replicas := spec.Replicas(s.cfg.DefaultWorkerCount)
 	in := render.Input{
-		ID: id, Provider: s.cfg.Provider, Name: spec.Name, Namespace: s.site.Namespace(), InfraID: infraID,
-		Platform: spec.Platform, SpecJSON: spec.JSON, ReleaseImage: releaseImage, OpenShiftVersion: openshiftVersion,
+		ID: id, Provider: s.cfg.Provider, Name: spec.Name, Namespace: s.site.Namespace(), InfraID: r.InfraID,
+		Platform: spec.Platform, SpecJSON: spec.JSON, ReleaseImage: r.Image, OpenShiftVersion: r.OpenShiftVersion,
 		ControllerAvailabilityPolicy: policy, ControlPlaneCPU: spec.ControlPlane.CPU, ControlPlaneMemory: spec.ControlPlane.Memory,
 		WorkerCount: replicas, WorkerMemory: spec.Workers.Memory, WorkerStorage: spec.Workers.Storage,
 		BaseDomain: spec.BaseDomain, SSHPublicKey: s.cfg.SSHPublicKey,
@@ -110,7 +145,7 @@ func (s *Converger) input(id string, spec *clusters.Spec, releaseImage, openshif
 		// Hardware sizes are Agent minimums, not VM sizes.
 		in.WorkerMemory, in.WorkerStorage, in.WorkerCores = nil, nil, nil
 	}
-	return in, nil
+	return in
 }
 
 // pullSecret is the cluster's pull secret: the request's own (older DCM catalogs), else the configured one.
@@ -179,7 +214,7 @@ func (s *Converger) LiveView(ctx context.Context, id string, hc *hyperv1.HostedC
 
 // liveView is an instance's view read from the API server (its HostedCluster, and its NodePool when there is one),
 // for a replica whose cache has not seen it yet.
-func (s *Converger) liveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) clusters.View {
+func (s *deps) liveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) clusters.View {
 	v := clusters.View{ID: id, HostedCluster: hc}
 	var np hyperv1.NodePool
 	if err := s.client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Name}, &np); err == nil && meta.InstanceID(np.Labels) == id {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,10 +19,12 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/wire"
 )
 
 // Writer answers the API's create, update and delete. It serializes requests per instance id and cluster name, and
@@ -28,12 +32,110 @@ import (
 type Writer struct {
 	deps
 	locks keyedLocks
-	conv  *Converger
+	conv  converging
+}
+
+// converging is what the Writer asks of the Converger: the one builder of a cluster's desired objects, the
+// convergence of a new cluster's children (exactly as the reconciler would converge them) and the Agent
+// reservation a bare-metal scale-up needs. Everything else both need is the deps they share.
+type converging interface {
+	Desired(ctx context.Context, id string, spec *clusters.Spec, r Release, fill Fill) (render.Input, error)
+	EnsureChildren(ctx context.Context, hc *hyperv1.HostedCluster, spec *clusters.Spec, objs render.Objects, ch *changes) error
+	ReserveAgents(ctx context.Context, id string, spec *clusters.Spec, need int, ch *changes) error
 }
 
 // NewWriter returns the writer; conv converges what its creates and updates write.
 func NewWriter(p Ports, cfg Config, conv *Converger, log *slog.Logger) *Writer {
 	return &Writer{deps: newDeps(p, cfg, log), conv: conv}
+}
+
+// Create provisions a cluster. created is false for an idempotent replay (200). id is the request's ?id= ("" when
+// absent), key its Idempotency-Key ("" when absent).
+//
+// Without ?id= the instance id is derived from the key (clusters.KeyID), so the same key names the same cluster on
+// every replica and after restarts: the key's record is the cluster itself (its id, and the key in an annotation
+// of its HostedCluster), for as long as it exists. A replay with the same spec answers 200 with it; the same key
+// with another spec is a 422 (the Idempotency-Key draft's answer for a key reused with another payload). Without
+// either, the id is a fresh UUID; with ?id=, the id decides as it always did (the key is only recorded).
+func (s *Writer) Create(ctx context.Context, id, key string, body []byte) (*clusters.Cluster, bool, error) {
+	derived := false
+	if key != "" {
+		if err := clusters.CheckIdempotencyKey(key); err != nil {
+			return nil, false, err
+		}
+	}
+	switch {
+	case id == "" && key != "":
+		id, derived = clusters.KeyID(key), true
+	case id == "":
+		id = uuid.NewString()
+	default:
+		if err := clusters.CheckID(id); err != nil {
+			return nil, false, err
+		}
+	}
+	spec, err := wire.ParseSpec(body, s.cfg.Spec)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := ready(s.site); err != nil {
+		return nil, false, err
+	}
+	if !slices.Contains(s.cfg.Platforms(), string(spec.Platform)) {
+		return nil, false, clusters.Unprocessable("platform %q is not available on this provider (supported: %s)", spec.Platform, strings.Join(orNone(s.cfg.Platforms()), ", "))
+	}
+	if derived {
+		if err := s.notDeleted(ctx, id, key); err != nil {
+			return nil, false, err
+		}
+	}
+	c, created, err := s.create(ctx, id, key, spec)
+	if err != nil && clusters.KindOf(err) == clusters.KindConflict && !errors.Is(err, errDifferentSpec) {
+		c, err = s.confirmReplay(ctx, id, spec, err)
+	}
+	if derived && errors.Is(err, errDifferentSpec) {
+		err = &clusters.Error{Kind: clusters.KindUnprocessable, Err: err,
+			Message: fmt.Sprintf("Idempotency-Key %q was used for a different request: instance %s exists with another spec", key, id)}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	present(s.cfg, c)
+	return c, created, nil
+}
+
+// confirmReplay answers a conflict met by a create racing another create of the same instance — another replica's,
+// or this one's before the cache caught up — which can meet that create's objects half made (ACM's namespace of the
+// name, say, before this replica sees the HostedCluster). The instance's own HostedCluster, read from the API
+// server, decides: the same spec is a replay (200), anything else keeps the conflict.
+func (s *Writer) confirmReplay(ctx context.Context, id string, spec *clusters.Spec, conflict error) (*clusters.Cluster, error) {
+	hc, err := s.liveHostedCluster(ctx, id)
+	if err != nil || hc == nil {
+		return nil, conflict
+	}
+	return s.replay(s.liveView(ctx, id, hc), spec)
+}
+
+// notDeleted refuses a create under a key-derived id whose cluster was created and deleted: a late replay of the
+// create must not bring back, under DCM's back, a cluster DCM deleted. The deletion record tells (tombstone.go).
+func (s *Writer) notDeleted(ctx context.Context, id, key string) error {
+	if v, ok := s.index.Get(id); ok && v.HostedCluster != nil {
+		return nil // it exists: a replay or a conflict, decided by the create
+	}
+	t, err := s.tombstone(ctx, id)
+	if err != nil || t == nil {
+		return err
+	}
+	return &clusters.Error{Kind: clusters.KindConflict, Err: clusters.ErrInstanceKnown,
+		Message: fmt.Sprintf("instance %s of Idempotency-Key %q was deleted; a deleted instance is not created again", id, key)}
+}
+
+// errDifferentSpec marks a conflict of an instance id that exists (or is being created) with another spec: a 409
+// under ?id=, a 422 under an Idempotency-Key reused for another request.
+var errDifferentSpec = fmt.Errorf("the instance has another spec: %w", clusters.ErrInstanceKnown)
+
+func differentSpec(format string, args ...any) error {
+	return &clusters.Error{Kind: clusters.KindConflict, Message: fmt.Sprintf(format, args...), Err: errDifferentSpec}
 }
 
 // create provisions a cluster (Create checked the request). created is false for an idempotent replay (same id,
@@ -53,7 +155,7 @@ func (s *Writer) create(ctx context.Context, id, key string, spec *clusters.Spec
 	if hc, err := s.checkNameFree(ctx, id, spec.Name); err != nil {
 		return nil, false, err
 	} else if hc != nil { // this instance's, made by a replica whose create this cache has not seen yet
-		c, err := s.replay(s.conv.liveView(ctx, id, hc), spec)
+		c, err := s.replay(s.liveView(ctx, id, hc), spec)
 		return c, false, err
 	}
 	res, err := s.resolveVersion(ctx, spec.Version)
@@ -66,17 +168,11 @@ func (s *Writer) create(ctx context.Context, id, key string, spec *clusters.Spec
 			return nil, false, err
 		}
 	}
-	in, err := s.conv.input(id, spec, res.ReleaseImage, res.OpenShiftVersion, spec.Name+"-"+randomSuffix(5), "")
+	in, err := s.conv.Desired(ctx, id, spec, Release{Image: res.ReleaseImage, OpenShiftVersion: res.OpenShiftVersion,
+		InfraID: spec.Name + "-" + randomSuffix(5)}, Fill{PullSecret: true, EtcdKey: true, HostingCluster: true})
 	if err != nil {
 		return nil, false, err
 	}
-	if in.PullSecret, err = s.conv.pullSecret(ctx, spec); err != nil {
-		return nil, false, err
-	}
-	if in.EtcdEncryptionKey, err = newEtcdKey(); err != nil {
-		return nil, false, err
-	}
-	in.HostingClusterName = s.conv.hostingClusterName(ctx)
 	objs := render.Render(in)
 	if key != "" {
 		objs.HostedCluster.Annotations[meta.AnnotationIdempotencyKey] = key
@@ -95,7 +191,7 @@ func (s *Writer) create(ctx context.Context, id, key string, spec *clusters.Spec
 		return c, created, err
 	}
 	ch.add(hc)
-	if err := s.conv.ensureChildren(ctx, hc, spec, objs, ch); err != nil {
+	if err := s.conv.EnsureChildren(ctx, hc, spec, objs, ch); err != nil {
 		if transient(err) {
 			// The HostedCluster holds the desired state: the leader's reconciler completes the rest, as it would
 			// had this process died here. DCM has its cluster; undoing it would only turn a blip into a failure.
@@ -149,7 +245,7 @@ func (s *Writer) hostedClusterCollision(ctx context.Context, id string, spec *cl
 			}
 			return nil, false, nameTaken(spec.Name, other, "HostedCluster")
 		}
-		c, err := s.replay(s.conv.liveView(ctx, id, &got), spec)
+		c, err := s.replay(s.liveView(ctx, id, &got), spec)
 		return c, false, err
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
 		return nil, false, hubapi.Rejected(err, "HostedCluster", hc.Name)
@@ -192,7 +288,7 @@ func (s *Writer) checkNameFree(ctx context.Context, id, name string) (*hyperv1.H
 	steps := []func() error{
 		func() error { hcOurs, hcErr = owned("HostedCluster", hc); return nil },
 		func() error { _, nsErr = owned("namespace", &corev1.Namespace{}); return nil },
-		func() error { cpErr = s.conv.checkControlPlaneNamespace(ctx, name, nil); return nil },
+		func() error { cpErr = s.checkControlPlaneNamespace(ctx, name, nil); return nil },
 	}
 	if s.cfg.ManageACMObjects {
 		steps = append(steps, func() error { _, mcErr = owned("ManagedCluster", &clusterv1.ManagedCluster{}); return nil })
@@ -273,4 +369,25 @@ func (s *Writer) waitCache(ctx context.Context, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// checkAgentSupply refuses a bare-metal create up front when its InfraEnv is missing or too few Agents meet the
+// minimums (422 naming the shortfall). Nothing is reserved here.
+func (s *Writer) checkAgentSupply(ctx context.Context, id string, spec *clusters.Spec, need int) error {
+	names, err := s.catalog.InfraEnvNames(ctx)
+	if err != nil {
+		return clusters.Unprocessable("platform baremetal is not available: %v", err)
+	}
+	if !slices.Contains(names, spec.InfraEnv) {
+		return clusters.Unprocessable("InfraEnv %s not found in namespace %s", spec.InfraEnv, s.site.AgentNamespace())
+	}
+	agents, err := s.catalog.Agents(ctx)
+	if err != nil {
+		return hubapi.Failure(err, "reading Agents")
+	}
+	req := requirements(id, spec)
+	if len(inventory.Eligible(agents, req)) < need {
+		return clusters.Unprocessable("%s", inventory.Shortfall(agents, req, need))
+	}
+	return nil
 }

@@ -50,11 +50,11 @@ func (s *Writer) Delete(ctx context.Context, id, key string) error {
 	if hc.DeletionTimestamp != nil {
 		return nil // already being deleted: 204 again
 	}
-	if err := s.conv.DeleteACMObjects(ctx, id, hc.Name); err != nil {
+	if err := s.DeleteACMObjects(ctx, id, hc.Name); err != nil {
 		return err
 	}
 	annotations := map[string]string{meta.AnnotationCleanupCloudResources: "true"}
-	if _, _, rival, err := s.conv.controlPlaneNamespaceState(ctx, hc.Name); err != nil {
+	if _, _, rival, err := s.controlPlaneNamespaceState(ctx, hc.Name); err != nil {
 		return err
 	} else if rival != "" {
 		// Another HostedCluster's control plane lives in the same namespace: HyperShift must not delete it with ours.

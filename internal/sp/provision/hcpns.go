@@ -64,7 +64,7 @@ func controlPlaneNamespaceVerdict(name, cpNamespace string, ns *metav1.PartialOb
 }
 
 // checkControlPlaneNamespace returns controlPlaneNamespaceVerdict on what the hub holds now. self is nil on create.
-func (s *Converger) checkControlPlaneNamespace(ctx context.Context, name string, self *hyperv1.HostedCluster) error {
+func (s *deps) checkControlPlaneNamespace(ctx context.Context, name string, self *hyperv1.HostedCluster) error {
 	cpNamespace, ns, rival, err := s.controlPlaneNamespaceState(ctx, name)
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func (s *Converger) checkControlPlaneNamespace(ctx context.Context, name string,
 
 // controlPlaneNamespaceState reads, in parallel, the metadata of a cluster's control plane namespace (nil: absent)
 // and the HostedClusters that could claim it, and returns the first rival found ("" when there is none).
-func (s *Converger) controlPlaneNamespaceState(ctx context.Context, name string) (cpNamespace string, ns *metav1.PartialObjectMetadata, rival string, err error) {
+func (s *deps) controlPlaneNamespaceState(ctx context.Context, name string) (cpNamespace string, ns *metav1.PartialObjectMetadata, rival string, err error) {
 	cpNamespace = ControlPlaneNamespace(s.site.Namespace(), name)
 	ns = &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))

@@ -2,14 +2,12 @@ package provision
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
@@ -22,7 +20,9 @@ import (
 // ConfigMap named after the id, then the HostedCluster; the HostedCluster then owns the lock, so it goes with the
 // cluster. The replica whose cache has not seen another replica's create yet learns of it here, from the API
 // server: the same spec is a retry (it goes on, and the HostedCluster's AlreadyExists makes it a replay), another
-// spec is a conflict. Two names for one id can therefore never become two HostedClusters.
+// spec is a conflict. Two names for one id can therefore never become two HostedClusters. This file is the
+// Writer's side; the Converger gives the lock to its HostedCluster (ensureInstanceLock, converge.go) and the
+// orphan sweep removes the locks of creates that died (sweepLocks, cleanup.go).
 
 // staleLockAge is how long an unowned lock is taken to be a create in flight; older, its create died before its
 // HostedCluster existed.
@@ -89,83 +89,4 @@ func (s *Writer) staleLock(ctx context.Context, lock *corev1.ConfigMap) (bool, e
 		}
 	}
 	return true, nil
-}
-
-// ensureInstanceLock makes a live cluster's lock exist, owned by its HostedCluster alone and carrying its stored
-// spec. Done once per HostedCluster per process when remembered (the garbage collector, not the SP, removes it).
-// taken is the lock this create has just taken, if any (no need to read it back).
-func (s *Converger) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedCluster, taken *corev1.ConfigMap, remember bool) error {
-	id := meta.InstanceID(hc.Labels)
-	s.mu.Lock()
-	done := s.lockDone[id] == hc.UID
-	s.mu.Unlock()
-	if done {
-		return nil
-	}
-	var err error
-	if taken != nil {
-		err = s.ownLock(ctx, taken, hc)
-	} else {
-		// Read first: the lock almost always exists (every create takes it), so this is one call, not two.
-		lock := render.InstanceLock(s.cfg.Provider, s.site.Namespace(), id, hc.Annotations[meta.AnnotationSpec])
-		var got corev1.ConfigMap
-		if err = s.client.Get(ctx, client.ObjectKeyFromObject(lock), &got); apierrors.IsNotFound(err) {
-			lock.OwnerReferences = appendOwner(nil, hc)
-			err = s.client.Create(ctx, lock)
-			if apierrors.IsAlreadyExists(err) {
-				err = s.client.Get(ctx, client.ObjectKeyFromObject(lock), &got)
-			} else if err == nil {
-				got = *lock
-			}
-		}
-		if err == nil {
-			err = s.ownLock(ctx, &got, hc)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("the lock of instance %s: %w", id, err)
-	}
-	if remember {
-		s.mu.Lock()
-		s.lockDone[id] = hc.UID
-		s.mu.Unlock()
-	}
-	return nil
-}
-
-// ownLock makes hc the lock's only owner and its spec the lock's, conditional on the version read.
-func (s *Converger) ownLock(ctx context.Context, lock *corev1.ConfigMap, hc *hyperv1.HostedCluster) error {
-	if len(lock.OwnerReferences) == 1 && ownedBy(lock.OwnerReferences, hc) && lock.Annotations[meta.AnnotationSpec] == hc.Annotations[meta.AnnotationSpec] {
-		return nil
-	}
-	return s.patchMeta(ctx, &corev1.ConfigMap{}, lock.ObjectMeta, map[string]any{
-		"ownerReferences": appendOwner(nil, hc),
-		"annotations":     map[string]string{meta.AnnotationSpec: hc.Annotations[meta.AnnotationSpec]},
-	})
-}
-
-// sweepLocks removes this provider's locks that no HostedCluster owns, of instances without one, once older than
-// grace: creates that died after taking the lock. Owned locks go with their HostedCluster (garbage collector).
-func (s *Converger) sweepLocks(ctx context.Context, known func(id string) bool, now time.Time, grace time.Duration) {
-	var list metav1.PartialObjectMetadataList
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	sel := labels.SelectorFromSet(labels.Set{meta.LabelProvider: s.cfg.Provider})
-	if err := s.client.List(ctx, &list, client.InNamespace(s.site.Namespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		s.log.Warn("orphan sweep: listing instance locks", "error", err)
-		return
-	}
-	for i := range list.Items {
-		m := &list.Items[i]
-		id := meta.InstanceID(m.Labels)
-		if len(m.OwnerReferences) > 0 || id == "" || known(id) || now.Sub(m.CreationTimestamp.Time) < grace || m.Name != render.InstanceLockName(s.cfg.Provider, id) {
-			continue
-		}
-		uid := m.UID
-		lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
-		if err := s.client.Delete(ctx, lock, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			s.log.Warn("orphan sweep: instance lock", "id", id, "error", err)
-			continue
-		}
-		s.log.Info("orphan sweep: removed the lock of a create that died before its HostedCluster", "id", id)
-	}
 }

@@ -22,7 +22,7 @@ import (
 
 // patchHostedClusterMeta merge-patches the HostedCluster's annotations, conditional on the version the decision was
 // made on: a concurrent change makes the caller retry on fresh state.
-func (s *Converger) patchHostedClusterMeta(ctx context.Context, hc *hyperv1.HostedCluster, annotations map[string]any) error {
+func (s *deps) patchHostedClusterMeta(ctx context.Context, hc *hyperv1.HostedCluster, annotations map[string]any) error {
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": hc.ResourceVersion, "annotations": annotations}})
 	if err != nil {
 		return hubapi.Failure(err, "encoding the operation record")

@@ -8,7 +8,10 @@
 // instance lock, the rollback of what a failed request did, the deletion records); the Converger is the
 // reconciler's (convergence, day-2 steps, clean-up, orphan sweeps); the Reader answers GET, LIST, the kubeconfig
 // and the provisionable versions. The Writer converges a new cluster's children through the Converger, exactly as
-// the reconciler would.
+// the reconciler would, through the small surface it declares (converging, create.go: Desired, EnsureChildren,
+// ReserveAgents); what both read or undo on the hub are methods of the deps they share. Each use case has its
+// file: create.go, update.go, delete.go (the Writer); converge.go, operate.go, cleanup.go (the Converger);
+// reader.go (the Reader).
 //
 // Create writes the HostedCluster (with the normalized spec, the desired state) first; every namespaced child
 // (Secrets, NodePool) carries an ownerReference to it, so the hub's garbage collector removes them with it. Only

@@ -55,7 +55,7 @@ func (s *Writer) rollback(ctx context.Context, id string, ch *changes) {
 		o := ch.created[i]
 		hc, isHC := o.(*hyperv1.HostedCluster)
 		if isHC {
-			if err := s.conv.RemoveStatusFinalizer(rctx, hc); err != nil {
+			if err := s.RemoveStatusFinalizer(rctx, hc); err != nil {
 				s.log.Error("rollback: could not remove the status finalizer", "id", id, "name", hc.Name, "error", err)
 			}
 		}
@@ -63,13 +63,13 @@ func (s *Writer) rollback(ctx context.Context, id string, ch *changes) {
 			s.log.Error("rollback: could not delete", "id", id, "kind", kindOf(o), "name", o.GetName(), "error", err)
 		}
 		if isHC && s.cfg.ManageACMObjects {
-			if err := s.conv.deleteManagedClusterOf(rctx, hc.Name, hc.UID); err != nil {
+			if err := s.deleteManagedClusterOf(rctx, hc.Name, hc.UID); err != nil {
 				s.log.Error("rollback: could not delete the ManagedCluster", "id", id, "name", hc.Name, "error", err)
 			}
 		}
 	}
 	for _, name := range ch.agents {
-		if err := s.conv.releaseAgent(rctx, name, id); err != nil {
+		if err := s.releaseAgent(rctx, name, id); err != nil {
 			s.log.Error("rollback: could not release Agent", "id", id, "agent", name, "error", err)
 		}
 	}

@@ -23,8 +23,8 @@ import (
 // by the HostedCluster — for deleteKeyRetention after the last such DELETE. It holds the keys of the DELETEs that
 // were answered 204, so that a replay of one of them is answered 204 again once the cluster is gone (to DCM's
 // Environment Agent any 4xx is a failure), while a DELETE of an id this SP never had, or with another key, stays a
-// 404. It also keeps a late replay of a keyed create from bringing the deleted cluster back. The leader's orphan
-// sweep removes expired records.
+// 404. It also keeps a late replay of a keyed create from bringing the deleted cluster back. This file is the
+// Writer's side; the leader's orphan sweep removes expired records (sweepTombstones, cleanup.go).
 
 // maxDeleteKeys bounds the keys a record holds (the newest are kept).
 const maxDeleteKeys = 16
@@ -177,34 +177,4 @@ func recordErr(err error, id string) error {
 		return nil
 	}
 	return hubapi.Failure(err, "recording the deletion of instance %s", id)
-}
-
-// sweepTombstones removes this provider's expired deletion records. A ConfigMap labelled as one that the SP did not
-// write (another name, another instance, an expiry beyond the retention) is left alone and reported.
-func (s *Converger) sweepTombstones(ctx context.Context, now time.Time) {
-	var list metav1.PartialObjectMetadataList
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := s.client.List(ctx, &list, client.InNamespace(s.site.Namespace()),
-		client.MatchingLabels{meta.LabelProvider: s.cfg.Provider, meta.LabelTombstone: "true"}); err != nil {
-		s.log.Warn("orphan sweep: listing deletion records", "error", err)
-		return
-	}
-	for i := range list.Items {
-		m := &list.Items[i]
-		id := m.Annotations[meta.AnnotationTombstoneOf]
-		if why := untrustedTombstone(m, s.cfg.Provider, id, now, s.cfg.DeleteKeyRetention); why != "" {
-			s.log.Warn("orphan sweep: left alone a deletion record the SP did not write", "name", m.Name, "why", why)
-			continue
-		}
-		if !expired(m.Annotations, now) {
-			continue
-		}
-		uid := m.UID
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
-		if err := s.client.Delete(ctx, cm, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			s.log.Warn("orphan sweep: deletion record", "name", m.Name, "error", err)
-			continue
-		}
-		s.log.Info("orphan sweep: removed an expired deletion record", "id", m.Annotations[meta.AnnotationTombstoneOf])
-	}
 }

@@ -60,7 +60,7 @@ func (s *Writer) update(ctx context.Context, id string, body []byte, ifMatch str
 		}
 		if attempt == 0 {
 			// A change makes HyperShift act in the control plane namespace: it must still be this cluster's alone.
-			if err := s.conv.checkControlPlaneNamespace(ctx, hc.Name, hc); err != nil {
+			if err := s.checkControlPlaneNamespace(ctx, hc.Name, hc); err != nil {
 				return nil, err
 			}
 		}
@@ -140,7 +140,7 @@ func (s *Writer) recordUpdate(ctx context.Context, id string, hc *hyperv1.Hosted
 		case operation.Scale:
 			// Reserve the extra Agents first (an autoscaled pool's maximum): a shortfall is a 422 before anything is
 			// recorded.
-			if err := s.conv.ensureAgents(ctx, id, d.Spec, int(d.Spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
+			if err := s.conv.ReserveAgents(ctx, id, d.Spec, int(d.Spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
 				s.rollback(ctx, id, ch)
 				return err
 			}
@@ -154,7 +154,7 @@ func (s *Writer) recordUpdate(ctx context.Context, id string, hc *hyperv1.Hosted
 	if d.Operation != nil {
 		annotations[operation.Annotation] = d.Operation.Encode()
 	}
-	if err := s.conv.patchHostedClusterMeta(ctx, hc, annotations); err != nil {
+	if err := s.patchHostedClusterMeta(ctx, hc, annotations); err != nil {
 		s.rollback(ctx, id, ch)
 		return err
 	}
