@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/envagent"
@@ -73,7 +75,8 @@ func tombstonesOf(t testing.TB, ns, id string) []corev1.ConfigMap {
 // ?id=, spread over two replicas, make exactly one cluster and all answer 2xx with its id and Location (one 201);
 // after both replicas are gone a new one answers the replay 200 with the same cluster; the same key with another
 // spec is a 422 problem. A keyed DELETE is answered 204 again when replayed after the cluster is gone; another key,
-// no key, or an id this SP never had is a 404; and a late replay of the create does not bring the cluster back.
+// no key, or an id this SP never had is a 404; and a late replay of the create does not bring the cluster back. The
+// deletion record answers replays across a restart; forged records are not trusted, nor swept.
 func TestIdempotencyKeyAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	const ns = "shared"
@@ -166,6 +169,50 @@ func TestIdempotencyKeyAcrossReplicas(t *testing.T) {
 	if err != nil || expires.Before(time.Now().Add(23*time.Hour)) || expires.After(time.Now().Add(25*time.Hour)) {
 		t.Fatalf("deletion record expires %v (%v), want in 24h", expires, err)
 	}
+	// The record is on the hub, not in a process: a new SP answers the replay from it.
+	c.stop()
+	c = startSP(t, cfg, Options{})
+	if code, _, raw := keyed(t, http.MethodDelete, c.URL+"/api/v1alpha1/clusters/"+id, deleteKey, nil); code != http.StatusNoContent {
+		t.Fatalf("replayed keyed DELETE after a restart: %d %s", code, raw)
+	}
+	// Records the SP did not write are not trusted (a keyed DELETE of an id it never had stays a 404), and the
+	// sweep leaves them alone: one under another instance's name, one without the SP's labels, one expiring later
+	// than deleteKeyRetention allows.
+	forged := map[string]func(cm *corev1.ConfigMap, fid string){
+		"renamed": func(*corev1.ConfigMap, string) {},
+		"unlabelled": func(cm *corev1.ConfigMap, fid string) {
+			cm.Annotations["dcm-tombstone-of"] = fid
+			delete(cm.Labels, "managed-by")
+		},
+		"long-lived": func(cm *corev1.ConfigMap, fid string) {
+			cm.Annotations["dcm-tombstone-of"] = fid
+			cm.Annotations["dcm-expires-at"] = time.Now().Add(10 * 365 * 24 * time.Hour).UTC().Format(time.RFC3339)
+		},
+	}
+	var forgedNames []string
+	for kind, edit := range forged {
+		fid := "forged-" + kind + "-" + name
+		cm := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: strings.Replace(records[0].Name, id, fid, 1),
+			Labels: maps.Clone(records[0].Labels), Annotations: maps.Clone(records[0].Annotations)}}
+		edit(&cm, fid)
+		if err := testHub.Client.Create(context.Background(), &cm); err != nil {
+			t.Fatal(err)
+		}
+		forgedNames = append(forgedNames, cm.Name)
+		code, h, raw := keyed(t, http.MethodDelete, c.URL+"/api/v1alpha1/clusters/"+fid, deleteKey, nil)
+		assertProblem(t, code, h, raw, http.StatusNotFound, "not found")
+	}
+	c.App.Service.SweepOrphans(context.Background(), func(string) bool { return true }, time.Hour)
+	for _, n := range forgedNames {
+		var cm corev1.ConfigMap
+		if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: n}, &cm); err != nil {
+			t.Fatalf("the sweep touched the forged record %s: %v", n, err)
+		}
+		if err := testHub.Client.Delete(context.Background(), &cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// Once expired, the record answers nothing and the leader's sweep removes it.
 	rec := records[0]
 	rec.Annotations["dcm-expires-at"] = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)

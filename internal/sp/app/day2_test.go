@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/faultproxy"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/simulator"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
@@ -192,6 +194,10 @@ func TestDay2Scale(t *testing.T) {
 				assertProblem(t, code, h, raw, 422, "need 30 eligible Agents")
 				if n := reserved(t, id); n != 2 {
 					t.Fatalf("%d Agents reserved after a refused scale, want 2", n)
+				}
+				var hc hyperv1.HostedCluster
+				if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "clusters", Name: name}, &hc); err != nil || operation.Decode(&hc) != nil {
+					t.Fatalf("the refused scale recorded an operation (%v)", err)
 				}
 			}
 			for _, n := range []int{4, 1} {
@@ -516,5 +522,65 @@ func TestDay2Autoscaling(t *testing.T) {
 				t.Fatalf("after autoscaling off: %+v", last.Nodes.Workers)
 			}
 		})
+	}
+}
+
+// Bare-metal day-2 against the Agents on the hub, through an SP whose hub writes a fault can refuse:
+//   - a scale-up whose record the hub refuses (an admission webhook's 403) reserves the extra Agent first and
+//     releases it again: the cluster keeps its two, and no operation is recorded;
+//   - a resize beyond what the bound Agents have (32 cores; they have 16) is a 422 before anything is recorded,
+//     one within it (12 cores) is accepted.
+func TestDay2BareMetalAgents(t *testing.T) {
+	t.Parallel()
+	px, err := faultproxy.Start(testHub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	cfg := testConfig("shared")
+	cfg.ProviderName = "sp-bm-day2"
+	sp := startSP(t, cfg, Options{RestConfig: px.Config()})
+	name := uniqueName("bm-day2")
+	id := "inst-" + name
+	if code, _, raw := sp.create(t, id, fmt.Sprintf(baremetal417, name, agentPool(t, 4))); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	sp.waitStatus(t, id, "READY", 60*time.Second)
+	recorded := func() *operation.Record {
+		var hc hyperv1.HostedCluster
+		if err := testHub.Client.Get(context.Background(), client.ObjectKey{Namespace: "shared", Name: name}, &hc); err != nil {
+			t.Fatal(err)
+		}
+		return operation.Decode(&hc)
+	}
+
+	var refuse atomic.Bool
+	px.SetRule(func(r faultproxy.Request) faultproxy.Verdict {
+		if refuse.Load() && r.Method == http.MethodPatch && strings.HasSuffix(r.Path, "/hostedclusters/"+name) {
+			return faultproxy.Refuse403
+		}
+		return faultproxy.Pass
+	})
+	refuse.Store(true)
+	code, _, _, raw := sp.patch(t, id, `{"spec":{"nodes":{"workers":{"count":3}}}}`, "")
+	refuse.Store(false)
+	if code < 400 {
+		t.Fatalf("a scale whose record the hub refused was answered %d %s", code, raw)
+	}
+	if n := reserved(t, id); n != 2 {
+		t.Fatalf("%d Agents reserved after the refused scale, want the cluster's 2", n)
+	}
+	if op := recorded(); op != nil {
+		t.Fatalf("the refused scale recorded %+v", op)
+	}
+
+	code, h, _, raw := sp.patch(t, id, `{"spec":{"nodes":{"workers":{"cpu":32}}}}`, "")
+	assertProblem(t, code, h, raw, http.StatusUnprocessableEntity, "do not meet the new minimums")
+	if op := recorded(); op != nil {
+		t.Fatalf("the refused resize recorded %+v", op)
+	}
+	code, _, c, raw := sp.patch(t, id, `{"spec":{"nodes":{"workers":{"cpu":12}}}}`, "")
+	if code != http.StatusOK || c.CurrentOperation == nil || c.CurrentOperation.Kind != api.Resize {
+		t.Fatalf("resize within the Agents' hardware: %d %s", code, raw)
 	}
 }
