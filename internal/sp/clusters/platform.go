@@ -2,7 +2,6 @@ package clusters
 
 import (
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 )
@@ -22,6 +21,3 @@ func PlatformOf(t hyperv1.PlatformType) (Platform, bool) {
 	p, ok := platform.Of(t)
 	return p.Name, ok
 }
-
-// MinKubeVirtRootVolume is the smallest root volume the hcp CLI accepts; the SP refuses smaller ones.
-var MinKubeVirtRootVolume = resource.MustParse("16Gi")

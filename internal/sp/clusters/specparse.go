@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -83,10 +84,10 @@ func (p *parser) parse(raw map[string]any, sc SpecContext) *Spec {
 	p.version(spec, s)
 	p.nodes(spec, s)
 	acm := p.hints(spec)
-	platform := p.acm(acm, s, sc)
+	effective := p.acm(acm, s, sc)
 	p.autoscaling(acm, s)
-	if len(p.unprocessable) == 0 && Platform(platform).Known() {
-		fillPlatform(spec, acm, platform)
+	if len(p.unprocessable) == 0 && Platform(effective).Known() {
+		fillPlatform(spec, acm, effective)
 	}
 	p.pullSecret(spec, s)
 	p.platformRules(s, sc)
@@ -193,16 +194,16 @@ func (p *parser) hints(spec map[string]any) map[string]any {
 // acm reads provider_hints.acm's platform, provisioning type, base domain, InfraEnv and Agent labels; it returns the
 // effective platform (the configured default when the request names none).
 func (p *parser) acm(acm map[string]any, s *Spec, sc SpecContext) string {
-	platform := sc.DefaultPlatform
+	name := sc.DefaultPlatform
 	if v, present := acm["platform"]; present {
 		if ps, ok := p.str(v, "provider_hints.acm.platform"); ok {
-			platform = strings.ToLower(strings.TrimSpace(ps))
-			if !Platform(platform).Known() {
-				p.unprocessable = append(p.unprocessable, fmt.Sprintf("platform %q is not supported (this provider supports kubevirt and baremetal)", ps))
+			name = strings.ToLower(strings.TrimSpace(ps))
+			if !Platform(name).Known() {
+				p.unprocessable = append(p.unprocessable, fmt.Sprintf("platform %q is not supported (this provider supports %s)", ps, platform.Names()))
 			}
 		}
 	}
-	s.Platform = Platform(platform)
+	s.Platform = Platform(name)
 	if v, present := acm["provisioning_type"]; present {
 		if pt, ok := p.str(v, "provider_hints.acm.provisioning_type"); ok && pt != "hypershift" {
 			p.unprocessable = append(p.unprocessable, fmt.Sprintf("provisioning type %q is not supported (only hypershift)", pt))
@@ -230,7 +231,7 @@ func (p *parser) acm(acm map[string]any, s *Spec, sc SpecContext) string {
 	if acm["agent_labels"] != nil {
 		s.AgentLabels, _ = p.stringMap(acm["agent_labels"], "provider_hints.acm.agent_labels", true)
 	}
-	return platform
+	return name
 }
 
 func (p *parser) autoscaling(acm map[string]any, s *Spec) {
@@ -296,22 +297,11 @@ func (p *parser) pullSecret(spec map[string]any, s *Spec) {
 	}
 }
 
+// platformRules applies the rules of the request's platform (its entry in package platform's table).
 func (p *parser) platformRules(s *Spec, sc SpecContext) {
-	switch s.Platform {
-	case BareMetal:
-		if s.BaseDomain == "" {
-			p.fail("provider_hints.acm.base_domain", "is required for baremetal (no default baseDomain is configured)")
-		}
-		if s.InfraEnv == "" {
-			s.InfraEnv = sc.DefaultInfraEnv
-		}
-		if s.InfraEnv == "" {
-			p.fail("provider_hints.acm.infra_env", "is required for baremetal (no defaultInfraEnvName is configured)")
-		}
-	case KubeVirt:
-		if s.Workers.Storage != nil && s.Workers.Storage.Cmp(MinKubeVirtRootVolume) < 0 {
-			p.fail("nodes.workers.storage", "must be at least 16GB for a KubeVirt root volume")
-		}
+	if e, ok := platform.Lookup(s.Platform); ok && e.Rules != nil {
+		e.Rules(platform.Request{BaseDomain: s.BaseDomain, InfraEnv: &s.InfraEnv, DefaultInfraEnv: sc.DefaultInfraEnv,
+			WorkerStorage: s.Workers.Storage, Fail: p.fail})
 	}
 }
 

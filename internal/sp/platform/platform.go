@@ -1,7 +1,8 @@
-// Package platform is the table of the platforms the SP serves: one entry per platform, holding what the other
-// packages need to know of it (its DCM name, its HyperShift platform type, its default timeouts). A HostedCluster
-// of a platform type not in the table is not one the SP knows how to read or change: it is reported, never read
-// as a platform it happens to resemble. The package is pure.
+// Package platform is the table of the platforms the SP serves: one entry per platform (one file each:
+// kubevirt.go, baremetal.go), holding what the other packages need to know of it — its DCM name, its HyperShift
+// platform type, its default timeouts and how its HostedCluster and NodePool platform specs are rendered. A
+// HostedCluster of a platform type not in the table is not one the SP knows how to read or change: it is
+// reported, never read as a platform it happens to resemble. The package is pure.
 package platform
 
 import (
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Name is the DCM name of a platform, as requests, responses and the configuration spell it.
@@ -28,14 +30,42 @@ type Platform struct {
 	// ProvisioningTimeout: a cluster not READY once after this is FAILED, unless the configuration says otherwise.
 	ProvisioningTimeout time.Duration
 	// OperationTimeout: a day-2 operation not finished after this is FAILED, unless the configuration says
-	// otherwise. Bare metal's is longer: its InPlace rollouts drain and reboot one node at a time.
+	// otherwise.
 	OperationTimeout time.Duration
+	// InfraCluster: the platform runs its workers on an infrastructure cluster, which may be another cluster than
+	// the hub (configuration kubevirtInfraCluster): its kubeconfig is then rendered as a Secret of the cluster.
+	InfraCluster bool
+	// Rules checks what a request asks of this platform (and fills in the defaults the configuration gives it).
+	Rules func(r Request)
+	// HostedCluster renders the HostedCluster's spec.platform.
+	HostedCluster func(c Cluster) hyperv1.PlatformSpec
+	// NodePool renders the NodePool's platform, its management (upgrade type) and architecture.
+	NodePool func(c Cluster, np *hyperv1.NodePoolSpec)
 }
 
-var table = []Platform{
-	{Name: KubeVirt, HyperShift: hyperv1.KubevirtPlatform, ProvisioningTimeout: 45 * time.Minute, OperationTimeout: 90 * time.Minute},
-	{Name: BareMetal, HyperShift: hyperv1.AgentPlatform, ProvisioningTimeout: 120 * time.Minute, OperationTimeout: 180 * time.Minute},
+// Request is what a platform's spec rules see of a cluster request, and how they refuse it.
+type Request struct {
+	BaseDomain      string             // the effective base domain ("" when neither the request nor the configuration set one)
+	InfraEnv        *string            // the request's InfraEnv, which the rules may default
+	DefaultInfraEnv string             // configuration defaultInfraEnvName
+	WorkerStorage   *resource.Quantity // nil when the request set none
+	// Fail refuses the request: field is the request's JSON path (provider_hints.acm.base_domain).
+	Fail func(field, format string, args ...any)
 }
+
+// Cluster is what a platform's render hooks know of one cluster.
+type Cluster struct {
+	ID, Name       string
+	BaseDomain     string // "" when the request set none
+	AgentNamespace string // the namespace of the InfraEnvs and Agents
+	// InfraCredentials names the Secret holding the infrastructure cluster's kubeconfig ("": the hub), and
+	// InfraNamespace the namespace the workers run in there.
+	InfraCredentials, InfraNamespace string
+	WorkerCores                      *uint32            // nil: the platform's default
+	WorkerMemory, WorkerStorage      *resource.Quantity // nil: the platform's default
+}
+
+var table = []Platform{kubevirt, bareMetal}
 
 // All returns the table's entries in their fixed order.
 func All() []Platform { return append([]Platform(nil), table...) }

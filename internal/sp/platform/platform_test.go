@@ -1,10 +1,12 @@
 package platform
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func TestTable(t *testing.T) {
@@ -61,5 +63,52 @@ func TestTimeout(t *testing.T) {
 	}
 	if d, _ := Timeout(KubeVirt, nil, func(p Platform) time.Duration { return p.ProvisioningTimeout }); d != 45*time.Minute {
 		t.Errorf("KubeVirt's default provisioning timeout %s, want 45m", d)
+	}
+}
+
+// Every entry renders its own HyperShift type, on the HostedCluster and on the NodePool, with an upgrade type set.
+func TestEntriesRenderTheirType(t *testing.T) {
+	for _, p := range All() {
+		if p.HostedCluster == nil || p.NodePool == nil {
+			t.Fatalf("%s: a render hook is missing", p.Name)
+		}
+		c := Cluster{ID: "inst-1", Name: "c1"}
+		if got := p.HostedCluster(c).Type; got != p.HyperShift {
+			t.Errorf("%s: HostedCluster platform %q, want %q", p.Name, got, p.HyperShift)
+		}
+		var np hyperv1.NodePoolSpec
+		p.NodePool(c, &np)
+		if np.Platform.Type != p.HyperShift || np.Management.UpgradeType == "" {
+			t.Errorf("%s: NodePool platform %q, upgrade type %q", p.Name, np.Platform.Type, np.Management.UpgradeType)
+		}
+	}
+}
+
+// Each platform's spec rules: KubeVirt's smallest root volume; bare metal's base domain and InfraEnv (defaulted
+// from the configuration).
+func TestRules(t *testing.T) {
+	small, ok := resource.MustParse("10Gi"), resource.MustParse("16Gi")
+	cases := []struct {
+		name      Name
+		r         Request
+		fails     []string
+		wantInfra string
+	}{
+		{KubeVirt, Request{WorkerStorage: &small}, []string{"nodes.workers.storage"}, ""},
+		{KubeVirt, Request{WorkerStorage: &ok}, nil, ""},
+		{KubeVirt, Request{}, nil, ""},
+		{BareMetal, Request{BaseDomain: "example.com", DefaultInfraEnv: "prod"}, nil, "prod"},
+		{BareMetal, Request{}, []string{"provider_hints.acm.base_domain", "provider_hints.acm.infra_env"}, ""},
+	}
+	for i, c := range cases {
+		var fails []string
+		infra := ""
+		c.r.InfraEnv = &infra
+		c.r.Fail = func(field, _ string, _ ...any) { fails = append(fails, field) }
+		p, _ := Lookup(c.name)
+		p.Rules(c.r)
+		if !slices.Equal(fails, c.fails) || infra != c.wantInfra {
+			t.Errorf("case %d (%s): refused %v, InfraEnv %q; want %v, %q", i, c.name, fails, infra, c.fails, c.wantInfra)
+		}
 	}
 }

@@ -140,7 +140,7 @@ func (s *Converger) input(id string, spec *clusters.Spec, r Release) render.Inpu
 	}
 	switch spec.Platform {
 	case clusters.KubeVirt:
-		in.KubeVirtInfraKubeconfig, in.KubeVirtInfraNamespace = s.cfg.KubeVirtInfraKubeconfig, s.cfg.KubeVirtInfraNamespace
+		in.InfraKubeconfig, in.InfraNamespace = s.cfg.KubeVirtInfraKubeconfig, s.cfg.KubeVirtInfraNamespace
 	case clusters.BareMetal:
 		// Hardware sizes are Agent minimums, not VM sizes.
 		in.WorkerMemory, in.WorkerStorage, in.WorkerCores = nil, nil, nil

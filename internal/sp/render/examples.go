@@ -39,8 +39,8 @@ func Examples() map[string]Input {
 	full.WorkerStorage = ptr.To(resource.MustParse("250Gi"))
 	full.BaseDomain = "example.com"
 	full.SSHPublicKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDummyKeyForGoldenTests dev@example.com"
-	full.KubeVirtInfraKubeconfig = []byte("apiVersion: v1\nkind: Config\nclusters: []\n")
-	full.KubeVirtInfraNamespace = "guest-vms"
+	full.InfraKubeconfig = []byte("apiVersion: v1\nkind: Config\nclusters: []\n")
+	full.InfraNamespace = "guest-vms"
 
 	single := base
 	single.Platform = clusters.KubeVirt

@@ -21,13 +21,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
-)
-
-// Defaults applied when a request leaves a worker size out (docs/hypershift-objects.md).
-var (
-	DefaultWorkerCores      uint32 = 2
-	DefaultWorkerMemory            = resource.MustParse("8Gi")
-	DefaultWorkerRootVolume        = resource.MustParse("32Gi")
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 )
 
 // Input is everything needed to render one cluster. The caller has validated and resolved it.
@@ -49,9 +43,9 @@ type Input struct {
 	ControlPlaneMemory           *resource.Quantity // resource request for kube-apiserver
 
 	WorkerCount   int32              // NodePool replicas (omitted only when Autoscaling is set)
-	WorkerCores   *uint32            // KubeVirt: VM cores
-	WorkerMemory  *resource.Quantity // KubeVirt: VM memory
-	WorkerStorage *resource.Quantity // KubeVirt: root volume
+	WorkerCores   *uint32            // KubeVirt: VM cores (nil: the platform's default)
+	WorkerMemory  *resource.Quantity // KubeVirt: VM memory (nil: the platform's default)
+	WorkerStorage *resource.Quantity // KubeVirt: root volume (nil: the platform's default)
 	// Autoscaling makes the NodePool scale itself within [min, max] (spec.replicas is then omitted: the two are
 	// mutually exclusive in the CRD).
 	Autoscaling *hyperv1.NodePoolAutoScaling
@@ -62,9 +56,11 @@ type Input struct {
 	SSHPublicKey      string // optional
 	EtcdEncryptionKey []byte // 32 random bytes
 
-	KubeVirtInfraKubeconfig []byte // optional external infrastructure cluster
-	KubeVirtInfraNamespace  string
-	AgentNamespace          string // BareMetal: namespace of the InfraEnv and Agents
+	// InfraKubeconfig is an external infrastructure cluster's kubeconfig (nil: the hub), for a platform that runs
+	// its workers on one (platform.Platform.InfraCluster); InfraNamespace is where they run there.
+	InfraKubeconfig []byte
+	InfraNamespace  string
+	AgentNamespace  string // BareMetal: namespace of the InfraEnv and Agents
 
 	ManagedCluster        bool   // create the ManagedCluster (manageACMObjects)
 	KlusterletAddonConfig bool   // create the KlusterletAddonConfig (manageACMObjects and the CRD is served)
@@ -119,8 +115,8 @@ func secrets(in Input) []*corev1.Secret {
 		out = append(out, mk(SSHKeySecretName(in.Name), corev1.SecretTypeOpaque, map[string][]byte{"id_rsa.pub": []byte(in.SSHPublicKey)}))
 	}
 	out = append(out, mk(EtcdKeySecretName(in.Name), corev1.SecretTypeOpaque, map[string][]byte{"key": in.EtcdEncryptionKey}))
-	if in.Platform == clusters.KubeVirt && len(in.KubeVirtInfraKubeconfig) > 0 {
-		out = append(out, mk(InfraCredentialsName(in.Name), corev1.SecretTypeOpaque, map[string][]byte{"kubeconfig": in.KubeVirtInfraKubeconfig}))
+	if infraCredentials(in) != "" {
+		out = append(out, mk(InfraCredentialsName(in.Name), corev1.SecretTypeOpaque, map[string][]byte{"kubeconfig": in.InfraKubeconfig}))
 	}
 	return out
 }
@@ -179,21 +175,8 @@ func hostedCluster(in Input) *hyperv1.HostedCluster {
 	if in.SSHPublicKey != "" {
 		hc.Spec.SSHKey = corev1.LocalObjectReference{Name: SSHKeySecretName(in.Name)}
 	}
-	switch in.Platform {
-	case clusters.BareMetal:
-		hc.Spec.Platform = hyperv1.PlatformSpec{Type: hyperv1.AgentPlatform, Agent: &hyperv1.AgentPlatformSpec{AgentNamespace: in.AgentNamespace}}
-	default:
-		kv := &hyperv1.KubevirtPlatformSpec{}
-		if in.BaseDomain == "" {
-			kv.BaseDomainPassthrough = ptr.To(true)
-		}
-		if len(in.KubeVirtInfraKubeconfig) > 0 {
-			kv.Credentials = &hyperv1.KubevirtPlatformCredentials{
-				InfraKubeConfigSecret: &hyperv1.KubeconfigSecretRef{Name: InfraCredentialsName(in.Name), Key: "kubeconfig"},
-				InfraNamespace:        in.KubeVirtInfraNamespace,
-			}
-		}
-		hc.Spec.Platform = hyperv1.PlatformSpec{Type: hyperv1.KubevirtPlatform, Kubevirt: kv}
+	if p, ok := platform.Lookup(in.Platform); ok {
+		hc.Spec.Platform = p.HostedCluster(platformCluster(in))
 	}
 	return hc
 }
@@ -223,6 +206,23 @@ func controlPlaneOverride(in Input) string {
 	return strings.Join(parts, ",")
 }
 
+// platformCluster is what the platform's render hooks know of the cluster. A platform not in the table renders no
+// platform spec at all (which the hub refuses), never another platform's.
+func platformCluster(in Input) platform.Cluster {
+	return platform.Cluster{ID: in.ID, Name: in.Name, BaseDomain: in.BaseDomain, AgentNamespace: in.AgentNamespace,
+		InfraCredentials: infraCredentials(in), InfraNamespace: in.InfraNamespace,
+		WorkerCores: in.WorkerCores, WorkerMemory: in.WorkerMemory, WorkerStorage: in.WorkerStorage}
+}
+
+// infraCredentials names the Secret of the infrastructure cluster's kubeconfig ("" when the workers run on the hub
+// or the platform has no infrastructure cluster).
+func infraCredentials(in Input) string {
+	if p, ok := platform.Lookup(in.Platform); ok && p.InfraCluster && len(in.InfraKubeconfig) > 0 {
+		return InfraCredentialsName(in.Name)
+	}
+	return ""
+}
+
 func nodePool(in Input) *hyperv1.NodePool {
 	np := &hyperv1.NodePool{
 		TypeMeta:   metav1.TypeMeta{APIVersion: hyperv1.GroupVersion.String(), Kind: "NodePool"},
@@ -236,36 +236,8 @@ func nodePool(in Input) *hyperv1.NodePool {
 	if in.Autoscaling != nil {
 		np.Spec.Replicas, np.Spec.AutoScaling = nil, in.Autoscaling.DeepCopy()
 	}
-	switch in.Platform {
-	case clusters.BareMetal:
-		np.Spec.Management = hyperv1.NodePoolManagement{UpgradeType: hyperv1.UpgradeTypeInPlace, AutoRepair: false}
-		np.Spec.Platform = hyperv1.NodePoolPlatform{Type: hyperv1.AgentPlatform, Agent: &hyperv1.AgentNodePoolPlatform{
-			AgentLabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{meta.LabelInstanceID: in.ID}},
-		}}
-	default:
-		np.Spec.Arch = hyperv1.ArchitectureAMD64
-		np.Spec.Management = hyperv1.NodePoolManagement{UpgradeType: hyperv1.UpgradeTypeReplace, AutoRepair: false}
-		cores := DefaultWorkerCores
-		if in.WorkerCores != nil {
-			cores = *in.WorkerCores
-		}
-		memory := DefaultWorkerMemory.DeepCopy()
-		if in.WorkerMemory != nil {
-			memory = in.WorkerMemory.DeepCopy()
-		}
-		root := DefaultWorkerRootVolume.DeepCopy()
-		if in.WorkerStorage != nil {
-			root = in.WorkerStorage.DeepCopy()
-		}
-		np.Spec.Platform = hyperv1.NodePoolPlatform{Type: hyperv1.KubevirtPlatform, Kubevirt: &hyperv1.KubevirtNodePoolPlatform{
-			Compute: &hyperv1.KubevirtCompute{Cores: ptr.To(cores), Memory: &memory},
-			RootVolume: &hyperv1.KubevirtRootVolume{KubevirtVolume: hyperv1.KubevirtVolume{
-				Type:       hyperv1.KubevirtVolumeTypePersistent,
-				Persistent: &hyperv1.KubevirtPersistentVolume{Size: &root},
-			}},
-			NetworkInterfaceMultiQueue: ptr.To(hyperv1.MultiQueueEnable),
-			AttachDefaultNetwork:       ptr.To(true),
-		}}
+	if p, ok := platform.Lookup(in.Platform); ok {
+		p.NodePool(platformCluster(in), &np.Spec)
 	}
 	return np
 }
