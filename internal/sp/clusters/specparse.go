@@ -9,9 +9,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 )
 
 // parser checks one spec object; it collects every field error rather than stopping at the first.

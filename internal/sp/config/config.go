@@ -344,16 +344,6 @@ func (c *Config) ValidateServe() error {
 	return nil
 }
 
-// PlatformEnabled reports whether p is in enabledPlatforms.
-func (c *Config) PlatformEnabled(p clusters.Platform) bool {
-	for _, e := range c.EnabledPlatforms {
-		if e == string(p) {
-			return true
-		}
-	}
-	return false
-}
-
 // Vocabulary is the status vocabulary statusVocabulary names, with activeStatus and updatingStatus.
 func (c *Config) Vocabulary() (status.Vocabulary, error) {
 	return status.NewVocabulary(c.StatusVocabulary, status.Status(c.ActiveStatus), status.Status(c.UpdatingStatus))

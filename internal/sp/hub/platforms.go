@@ -150,14 +150,8 @@ func (p *Platforms) BareMetalState(ctx context.Context) (enabled, ok bool, messa
 	infraEnvs, _ := p.hub.InfraEnvNames(ctx)
 	agents, _ := p.hub.Agents(ctx)
 	msg := fmt.Sprintf("%d InfraEnvs, %d Agents in %s", len(infraEnvs), len(agents), p.hub.AgentNamespace())
-	if p.o.DefaultInfraEnv != "" {
-		found := false
-		for _, n := range infraEnvs {
-			found = found || n == p.o.DefaultInfraEnv
-		}
-		if !found {
-			return true, false, msg + "; default InfraEnv " + p.o.DefaultInfraEnv + " not found"
-		}
+	if p.o.DefaultInfraEnv != "" && !slices.Contains(infraEnvs, p.o.DefaultInfraEnv) {
+		return true, false, msg + "; default InfraEnv " + p.o.DefaultInfraEnv + " not found"
 	}
 	return true, true, msg
 }

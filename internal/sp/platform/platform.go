@@ -96,12 +96,6 @@ func (n Name) Known() bool {
 	return ok
 }
 
-// HyperShiftType returns the HostedCluster platform type of n ("" when n is not in the table).
-func (n Name) HyperShiftType() hyperv1.PlatformType {
-	p, _ := Lookup(n)
-	return p.HyperShift
-}
-
 // Names lists the table's names for messages: "kubevirt, baremetal".
 func Names() string {
 	s := make([]string, len(table))

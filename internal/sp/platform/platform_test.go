@@ -27,11 +27,11 @@ func TestTable(t *testing.T) {
 		if p.Name != c.want || ok != c.ok {
 			t.Errorf("Of(%q) = %q, %v; want %q, %v", c.hs, p.Name, ok, c.want, c.ok)
 		}
-		if ok && p.Name.HyperShiftType() != c.hs {
-			t.Errorf("%s.HyperShiftType() = %q, want %q (the table reads both ways)", p.Name, p.Name.HyperShiftType(), c.hs)
+		if back, _ := Lookup(p.Name); ok && back.HyperShift != c.hs {
+			t.Errorf("Lookup(%s).HyperShift = %q, want %q (the table reads both ways)", p.Name, back.HyperShift, c.hs)
 		}
 	}
-	if Name("aws").Known() || Name("aws").HyperShiftType() != "" || Name("KubeVirt").Known() {
+	if _, ok := Lookup("aws"); ok || Name("aws").Known() || Name("KubeVirt").Known() {
 		t.Error("a name outside the table (or miscased) is known")
 	}
 	if got := Names(); got != "kubevirt, baremetal" {
