@@ -74,6 +74,10 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg.ControlPlaneAvailabilityPolicy, cfg.DefaultWorkerCount, cfg.HypershiftNamespace = "SingleReplica", 5, "keys-hypershift"
 	cfg.DegradedGracePeriod, cfg.ProvisioningTimeoutKubevirt, cfg.ProvisioningTimeoutBaremetal = 16*time.Minute, 46*time.Minute, 121*time.Minute
 	cfg.OperationTimeoutKubevirt, cfg.OperationTimeoutBaremetal, cfg.UpdatingStatus = 91*time.Minute, 181*time.Minute, "PROGRESSING"
+	// The per-platform keys' entries for the test-only platform (the older keys set the others'; one platform takes
+	// one of the two).
+	cfg.ProvisioningTimeoutPerPlatform = config.Durations{string(examplePlatform): 47 * time.Minute}
+	cfg.OperationTimeoutPerPlatform = config.Durations{string(examplePlatform): 92 * time.Minute}
 	cfg.StatusVocabulary, cfg.ActiveStatus, cfg.ProblemTypes, cfg.DeleteKeyRetention = "dcm-2026", "RUNNING", "uris", 3*time.Hour
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -99,11 +103,11 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		},
 		"defaultPlatform": func() { eq("defaultPlatform", svc.Spec.DefaultPlatform, "baremetal") },
 		"enabledPlatforms": func() {
-			_, _, msg := a.Platforms.KubeVirtState(context.Background())
+			_, _, msg := a.Platforms.State(context.Background(), clusters.KubeVirt)
 			eq("enabledPlatforms", msg, "not in enabledPlatforms")
 		},
-		"kubevirtInfraCluster":   func() { eq("kubevirtInfraCluster", string(svc.KubeVirtInfraKubeconfig), string(mustRead(t, infra))) },
-		"kubevirtInfraNamespace": func() { eq("kubevirtInfraNamespace", svc.KubeVirtInfraNamespace, "vms") },
+		"kubevirtInfraCluster":   func() { eq("kubevirtInfraCluster", string(svc.InfraKubeconfig), string(mustRead(t, infra))) },
+		"kubevirtInfraNamespace": func() { eq("kubevirtInfraNamespace", svc.InfraNamespace, "vms") },
 		"defaultInfraEnvName":    func() { eq("defaultInfraEnvName", svc.Spec.DefaultInfraEnv, "keys-infraenv") },
 		"agentNamespace": func() {
 			eq("agentNamespace", a.Hub.AgentNamespace()+"|"+svc.Spec.AgentNamespace, "keys-agents|keys-agents")
@@ -184,6 +188,10 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		"provisioningTimeoutBaremetal": func() {
 			eq("provisioningTimeoutBaremetal", svc.Status.ProvisioningTimeouts[clusters.BareMetal], 121*time.Minute)
 		},
+		"provisioningTimeouts": func() {
+			eq("provisioningTimeouts", svc.Status.ProvisioningTimeouts[examplePlatform], 47*time.Minute)
+		},
+		"operationTimeouts":         func() { eq("operationTimeouts", svc.OperationTimeouts[examplePlatform], 92*time.Minute) },
 		"operationTimeoutKubevirt":  func() { eq("operationTimeoutKubevirt", svc.OperationTimeouts[clusters.KubeVirt], 91*time.Minute) },
 		"operationTimeoutBaremetal": func() { eq("operationTimeoutBaremetal", svc.OperationTimeouts[clusters.BareMetal], 181*time.Minute) },
 		// The seed's word for UPDATING in its events (dcm-2026 never reports UPDATING): TestUpdatingStatusOnTheWire.

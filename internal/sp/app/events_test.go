@@ -12,6 +12,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -383,7 +384,13 @@ func gauge(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	return sum(t, reg, name, true)
 }
 
-func sum(t testing.TB, reg *prometheus.Registry, name string, isGauge bool) float64 {
+// counterWhere is a counter's value for the series whose label is value.
+func counterWhere(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
+	return sum(t, reg, name, false, label, value)
+}
+
+// sum adds a metric's series; where, when given, is a label name and value a series must have.
+func sum(t testing.TB, reg *prometheus.Registry, name string, isGauge bool, where ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -393,6 +400,11 @@ func sum(t testing.TB, reg *prometheus.Registry, name string, isGauge bool) floa
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
+				if len(where) == 2 && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+					return l.GetName() == where[0] && l.GetValue() == where[1]
+				}) {
+					continue
+				}
 				if isGauge {
 					total += m.GetGauge().GetValue()
 				} else {

@@ -18,6 +18,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/leaderloop"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/provision"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/reconcile"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/registration"
@@ -80,7 +81,7 @@ func (a *App) buildService(in *inputs) error {
 		ManageACMObjects:               cfg.ManageACMObjects,
 		ControlPlaneAvailabilityPolicy: hyperv1.AvailabilityPolicy(cfg.ControlPlaneAvailabilityPolicy),
 		DefaultWorkerCount:             int32(cfg.DefaultWorkerCount),
-		KubeVirtInfraKubeconfig:        infraKubeconfig, KubeVirtInfraNamespace: cfg.KubevirtInfraNamespace,
+		InfraKubeconfig:                infraKubeconfig, InfraNamespace: cfg.KubevirtInfraNamespace,
 		SSHPublicKey: sshKey, PullSecret: pullSecret, Matrix: matrix, Status: st,
 		Platforms:         platforms.Available,
 		OperationTimeouts: cfg.OperationTimeouts(),
@@ -198,8 +199,11 @@ func (a *App) buildServer(in *inputs, o Options) error {
 	checks := []health.Check{
 		health.HubCheck(h, in.hubStaleAfter),
 		health.HyperShiftCheck(h, cfg.HypershiftNamespace),
-		health.PlatformCheck(string(clusters.KubeVirt), a.Platforms.KubeVirtState),
-		health.PlatformCheck(string(clusters.BareMetal), a.Platforms.BareMetalState),
+	}
+	for _, p := range platform.All() { // one check per platform of the table, named by it
+		checks = append(checks, health.PlatformCheck(string(p.Name), func(ctx context.Context) (bool, bool, string) {
+			return a.Platforms.State(ctx, p.Name)
+		}))
 	}
 	if a.Publisher != nil {
 		checks = append(checks, health.InformationalCheck("nats", a.Publisher.Connected),

@@ -23,7 +23,7 @@ func fixtures() []api.Cluster {
 	ready := api.Cluster{
 		Id: "inst-0001", Path: "clusters/inst-0001",
 		Spec:   json.RawMessage(`{"metadata":{"name":"dev-cluster-01"},"nodes":{"workers":{"count":3}},"provider_hints":{"acm":{"platform":"kubevirt"}},"service_type":"cluster","version":"1.30"}`),
-		Status: api.READY, StatusMessage: "Cluster is ready; workers 3/3 ready", Platform: api.Kubevirt, ProvisioningType: api.Hypershift,
+		Status: api.READY, StatusMessage: "Cluster is ready; workers 3/3 ready", Platform: "kubevirt", ProvisioningType: api.Hypershift,
 		Version: "1.30", OpenshiftVersion: "4.17.29", ApiEndpoint: "https://127.1.2.3:6443",
 		ConsoleUrl: "https://console-openshift-console.apps.dev-cluster-01.apps.local-hub.test", Kubeconfig: ptr.To("YXBpVmVyc2lvbjogdjEK"),
 		Nodes:     api.NodeCounts{ControlPlane: api.NodeCount{Ready: 3, Total: 3}, Workers: api.NodeCount{Ready: 3, Total: 3}},
@@ -32,7 +32,7 @@ func fixtures() []api.Cluster {
 	pending := api.Cluster{
 		Id: "5b0c9a53-7d1c-4a0e-9b7e-2f0f6a3f6c11", Path: "clusters/5b0c9a53-7d1c-4a0e-9b7e-2f0f6a3f6c11",
 		Spec:   json.RawMessage(`{"metadata":{"name":"prod-cluster-01"},"provider_hints":{"acm":{"base_domain":"example.com","infra_env":"production-infraenv","platform":"baremetal"}},"service_type":"cluster","version":"4.15"}`),
-		Status: api.PENDING, StatusMessage: "Waiting for the hosted control plane to be created", Platform: api.Baremetal, ProvisioningType: api.Hypershift,
+		Status: api.PENDING, StatusMessage: "Waiting for the hosted control plane to be created", Platform: "baremetal", ProvisioningType: api.Hypershift,
 		Version: "4.15", OpenshiftVersion: "4.15.45",
 		Nodes:     api.NodeCounts{ControlPlane: api.NodeCount{Ready: 0, Total: 1}, Workers: api.NodeCount{Ready: 0, Total: 2}},
 		Namespace: "clusters", CreateTime: fixedNow.Add(-42 * time.Second), UpdateTime: fixedNow.Add(-42 * time.Second),

@@ -7,8 +7,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,14 +113,16 @@ type Config struct {
 	HypershiftNamespace            string `key:"hypershiftNamespace" default:"hypershift" usage:"namespace of the HyperShift operator and its supported-versions ConfigMap"`
 
 	// Status timing (docs/status-mapping.md)
-	DegradedGracePeriod          time.Duration `key:"degradedGracePeriod" default:"15m" usage:"Degraded longer than this is FAILED"`
-	ProvisioningTimeoutKubevirt  time.Duration `key:"provisioningTimeoutKubevirt" default:"45m" usage:"a KubeVirt cluster not READY after this is FAILED"`
-	ProvisioningTimeoutBaremetal time.Duration `key:"provisioningTimeoutBaremetal" default:"120m" usage:"a baremetal cluster not READY after this is FAILED"`
+	DegradedGracePeriod            time.Duration `key:"degradedGracePeriod" default:"15m" usage:"Degraded longer than this is FAILED"`
+	ProvisioningTimeoutPerPlatform Durations     `key:"provisioningTimeouts" usage:"per platform, a cluster not READY after this is FAILED: platform=duration pairs such as kubevirt=1h,baremetal=3h (a platform left out keeps its own default: kubevirt 45m, baremetal 120m)"`
+	ProvisioningTimeoutKubevirt    time.Duration `key:"provisioningTimeoutKubevirt" usage:"older spelling of provisioningTimeouts' kubevirt entry (set one of the two)"`
+	ProvisioningTimeoutBaremetal   time.Duration `key:"provisioningTimeoutBaremetal" usage:"older spelling of provisioningTimeouts' baremetal entry (set one of the two)"`
 
 	// Day-2 operations (docs/day2.md)
-	OperationTimeoutKubevirt  time.Duration `key:"operationTimeoutKubevirt" default:"90m" usage:"a KubeVirt scale, upgrade or resize not finished after this is FAILED"`
-	OperationTimeoutBaremetal time.Duration `key:"operationTimeoutBaremetal" default:"180m" usage:"a baremetal scale, upgrade or resize not finished after this is FAILED"`
-	UpdatingStatus            string        `key:"updatingStatus" default:"UPDATING" usage:"status string of a running day-2 operation in status events: UPDATING, or PROGRESSING (DCM's word for it)"`
+	OperationTimeoutPerPlatform Durations     `key:"operationTimeouts" usage:"per platform, a scale, upgrade or resize not finished after this is FAILED: platform=duration pairs such as kubevirt=2h (a platform left out keeps its own default: kubevirt 90m, baremetal 180m)"`
+	OperationTimeoutKubevirt    time.Duration `key:"operationTimeoutKubevirt" usage:"older spelling of operationTimeouts' kubevirt entry (set one of the two)"`
+	OperationTimeoutBaremetal   time.Duration `key:"operationTimeoutBaremetal" usage:"older spelling of operationTimeouts' baremetal entry (set one of the two)"`
+	UpdatingStatus              string        `key:"updatingStatus" default:"UPDATING" usage:"status string of a running day-2 operation in status events: UPDATING, or PROGRESSING (DCM's word for it)"`
 
 	// DCM as it runs since its Environment Agent (docs/dcm.md): status words, problem types, keyed deletes
 	StatusVocabulary   string        `key:"statusVocabulary" default:"seed" usage:"status words of GET, LIST and the status events: seed (PENDING, PROVISIONING, READY, UPDATING, FAILED, UNAVAILABLE, DELETING, DELETED) or dcm-2026 (PROGRESSING, ACTIVE, DEGRADED, UNAVAILABLE, FAILED, DELETING, DELETED; only a terminal failure is FAILED)"`
@@ -280,6 +284,12 @@ func fileValue(x any) string {
 			parts[i] = fmt.Sprint(p)
 		}
 		return strings.Join(parts, ",")
+	case map[string]any: // platform: duration
+		parts := make([]string, 0, len(t))
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			parts = append(parts, k+"="+fmt.Sprint(t[k]))
+		}
+		return strings.Join(parts, ",")
 	case float64:
 		return strconv.FormatFloat(t, 'f', -1, 64)
 	default:
@@ -319,6 +329,23 @@ func set(v reflect.Value, raw string) error {
 			return errors.New("must be a duration such as 90s, 15m or 2h")
 		}
 		v.SetInt(int64(d))
+	case Durations:
+		out := Durations{}
+		for _, p := range strings.Split(raw, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			name, value, ok := strings.Cut(p, "=")
+			if !ok {
+				return fmt.Errorf("%q: must be platform=duration pairs such as kubevirt=1h,baremetal=3h", p)
+			}
+			d, err := time.ParseDuration(strings.TrimSpace(value))
+			if err != nil {
+				return fmt.Errorf("%q: must be a duration such as 90s, 15m or 2h", p)
+			}
+			out[strings.TrimSpace(name)] = d
+		}
+		v.Set(reflect.ValueOf(out))
 	case []string:
 		var out []string
 		for _, p := range strings.Split(raw, ",") {
@@ -349,14 +376,46 @@ func (c *Config) Vocabulary() (status.Vocabulary, error) {
 	return status.NewVocabulary(c.StatusVocabulary, status.Status(c.ActiveStatus), status.Status(c.UpdatingStatus))
 }
 
-// ProvisioningTimeouts are the configured provisioning timeouts by platform (status.Settings).
-func (c *Config) ProvisioningTimeouts() map[clusters.Platform]time.Duration {
-	return map[clusters.Platform]time.Duration{clusters.KubeVirt: c.ProvisioningTimeoutKubevirt, clusters.BareMetal: c.ProvisioningTimeoutBaremetal}
+// Durations is a duration per platform name, written as platform=duration pairs ("kubevirt=1h,baremetal=3h";
+// a map in the YAML file). A platform without an entry keeps its own default (package platform's table).
+type Durations map[string]time.Duration
+
+// String writes the pairs in name order.
+func (d Durations) String() string {
+	parts := make([]string, 0, len(d))
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		parts = append(parts, k+"="+d[k].String())
+	}
+	return strings.Join(parts, ",")
 }
 
-// OperationTimeouts are the configured day-2 operation timeouts by platform (provision.Config).
+// ProvisioningTimeouts are the configured provisioning timeouts by platform (status.Settings): provisioningTimeouts,
+// with the older per-platform keys' values.
+func (c *Config) ProvisioningTimeouts() map[clusters.Platform]time.Duration {
+	return byPlatform(c.ProvisioningTimeoutPerPlatform, map[clusters.Platform]time.Duration{
+		clusters.KubeVirt: c.ProvisioningTimeoutKubevirt, clusters.BareMetal: c.ProvisioningTimeoutBaremetal})
+}
+
+// OperationTimeouts are the configured day-2 operation timeouts by platform (provision.Config): operationTimeouts,
+// with the older per-platform keys' values.
 func (c *Config) OperationTimeouts() map[clusters.Platform]time.Duration {
-	return map[clusters.Platform]time.Duration{clusters.KubeVirt: c.OperationTimeoutKubevirt, clusters.BareMetal: c.OperationTimeoutBaremetal}
+	return byPlatform(c.OperationTimeoutPerPlatform, map[clusters.Platform]time.Duration{
+		clusters.KubeVirt: c.OperationTimeoutKubevirt, clusters.BareMetal: c.OperationTimeoutBaremetal})
+}
+
+// byPlatform merges a Durations key with the older keys' values that are set (validation refuses both for one
+// platform).
+func byPlatform(d Durations, older map[clusters.Platform]time.Duration) map[clusters.Platform]time.Duration {
+	out := map[clusters.Platform]time.Duration{}
+	for k, v := range d {
+		out[clusters.Platform(k)] = v
+	}
+	for k, v := range older {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // LeaseNamespace is where the leader-election Lease lives.
@@ -384,6 +443,8 @@ func Describe() []Key {
 			typ = "duration"
 		case "[]string":
 			typ = "list"
+		case "config.Durations":
+			typ = "platform=duration list"
 		}
 		out = append(out, Key{Name: f.key, Env: f.env, Flag: "--" + f.flag, Default: f.def, Usage: f.usage, Type: typ, Secret: f.secret})
 	}

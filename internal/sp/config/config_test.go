@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"github.com/spf13/pflag"
 )
 
@@ -52,7 +54,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Namespace != "default" || c.DefaultPlatform != "kubevirt" || c.ListenAddress != "127.0.0.1:8080" || c.ProviderName != "acm-cluster-sp" ||
-		!c.ManageACMObjects || c.DefaultWorkerCount != 2 || c.DegradedGracePeriod != 15*time.Minute || c.ProvisioningTimeoutBaremetal != 2*time.Hour ||
+		!c.ManageACMObjects || c.DefaultWorkerCount != 2 || c.DegradedGracePeriod != 15*time.Minute || len(c.ProvisioningTimeouts()) != 0 ||
 		c.StatusPreset != "design" || len(c.EnabledPlatforms) != 2 || c.HypershiftNamespace != "hypershift" || !c.LeaderElection {
 		t.Fatalf("defaults: %+v", c)
 	}
@@ -125,7 +127,11 @@ func TestInvalid(t *testing.T) {
 		{env: map[string]string{"SP_REQUEST_TIMEOUT": "0s"}, errHas: []string{"requestTimeout", "positive"}},
 		// Day-2.
 		{env: map[string]string{"SP_UPDATING_STATUS": "ACTIVE"}, errHas: []string{"updatingStatus", "UPDATING or PROGRESSING"}},
-		{env: map[string]string{"SP_OPERATION_TIMEOUT_KUBEVIRT": "0s"}, errHas: []string{"operationTimeoutKubevirt", "positive"}},
+		{env: map[string]string{"SP_OPERATION_TIMEOUT_KUBEVIRT": "-1s"}, errHas: []string{"operationTimeoutKubevirt", "positive"}},
+		{env: map[string]string{"SP_OPERATION_TIMEOUTS": "kubevirt=0s"}, errHas: []string{"operationTimeouts", "kubevirt: must be positive"}},
+		{env: map[string]string{"SP_PROVISIONING_TIMEOUTS": "aws=1h"}, errHas: []string{"provisioningTimeouts", `"aws" is not a platform`}},
+		{env: map[string]string{"SP_PROVISIONING_TIMEOUTS": "kubevirt"}, errHas: []string{"provisioningTimeouts", "platform=duration pairs"}},
+		{env: map[string]string{"SP_PROVISIONING_TIMEOUTS": "kubevirt=1h", "SP_PROVISIONING_TIMEOUT_KUBEVIRT": "2h"}, errHas: []string{"provisioningTimeoutKubevirt", "set only one"}},
 		{file: "namespce: typo\n", errHas: []string{"unknown key", "namespce"}},
 	}
 	for _, c := range cases {
@@ -193,5 +199,41 @@ func TestServeRequirements(t *testing.T) {
 	c.PullSecretName = "ps"
 	if err := c.ValidateServe(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The per-platform timeout keys' help names each platform's default as the platform table has it.
+func TestPlatformTimeoutDefaultsDocumented(t *testing.T) {
+	usage := map[string]string{}
+	for _, k := range Describe() {
+		usage[k.Name] = k.Usage
+	}
+	for _, p := range platform.All() {
+		for key, d := range map[string]time.Duration{"provisioningTimeouts": p.ProvisioningTimeout, "operationTimeouts": p.OperationTimeout} {
+			if want := fmt.Sprintf("%s %dm", p.Name, int(d.Minutes())); !strings.Contains(usage[key], want) {
+				t.Errorf("%s's help %q does not name %q, the platform table's default", key, usage[key], want)
+			}
+		}
+	}
+}
+
+// The per-platform timeouts, as a YAML map, an env list and a flag, merged with the older per-platform keys.
+func TestPlatformTimeouts(t *testing.T) {
+	c, err := load(t, nil, map[string]string{"SP_PROVISIONING_TIMEOUT_BAREMETAL": "3h"}, "provisioningTimeouts:\n  kubevirt: 1h\noperationTimeouts: {baremetal: 4h}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.ProvisioningTimeouts(); len(got) != 2 || got["kubevirt"] != time.Hour || got["baremetal"] != 3*time.Hour {
+		t.Errorf("provisioning timeouts %v", got)
+	}
+	if got := c.OperationTimeouts(); len(got) != 1 || got["baremetal"] != 4*time.Hour {
+		t.Errorf("operation timeouts %v", got)
+	}
+	c, err = load(t, []string{"--operation-timeouts", "kubevirt=2h, baremetal=5h"}, map[string]string{"SP_OPERATION_TIMEOUTS": "kubevirt=9h"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.OperationTimeoutPerPlatform.String(); got != "baremetal=5h0m0s,kubevirt=2h0m0s" {
+		t.Errorf("the flag's operation timeouts: %s", got)
 	}
 }

@@ -129,13 +129,19 @@ func (c *Config) validateBehaviour(bad badValue) error {
 
 // validateTimings checks the durations.
 func (c *Config) validateTimings(bad badValue) error {
-	for key, d := range map[string]time.Duration{"degradedGracePeriod": c.DegradedGracePeriod, "provisioningTimeoutKubevirt": c.ProvisioningTimeoutKubevirt,
-		"provisioningTimeoutBaremetal": c.ProvisioningTimeoutBaremetal, "operationTimeoutKubevirt": c.OperationTimeoutKubevirt,
-		"operationTimeoutBaremetal": c.OperationTimeoutBaremetal, "resyncPeriod": c.ResyncPeriod, "leaseDuration": c.LeaseDuration,
+	for key, d := range map[string]time.Duration{"degradedGracePeriod": c.DegradedGracePeriod, "resyncPeriod": c.ResyncPeriod, "leaseDuration": c.LeaseDuration,
 		"requestTimeout": c.RequestTimeout, "shutdownTimeout": c.ShutdownTimeout, "statusStreamMaxAge": c.StatusStreamMaxAge} {
 		if d <= 0 {
 			return bad(key, "must be positive")
 		}
+	}
+	if err := validatePlatformTimeouts(bad, "provisioningTimeouts", c.ProvisioningTimeoutPerPlatform, map[string]time.Duration{
+		"provisioningTimeoutKubevirt": c.ProvisioningTimeoutKubevirt, "provisioningTimeoutBaremetal": c.ProvisioningTimeoutBaremetal}); err != nil {
+		return err
+	}
+	if err := validatePlatformTimeouts(bad, "operationTimeouts", c.OperationTimeoutPerPlatform, map[string]time.Duration{
+		"operationTimeoutKubevirt": c.OperationTimeoutKubevirt, "operationTimeoutBaremetal": c.OperationTimeoutBaremetal}); err != nil {
+		return err
 	}
 	if c.LeaseDuration < time.Second {
 		return bad("leaseDuration", "must be at least 1s (a Lease holds whole seconds)")
@@ -236,4 +242,28 @@ func orList[T ~string](values []T) string {
 		return strings.Join(s, "")
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// validatePlatformTimeouts checks a per-platform timeout key (platforms of the table, positive durations) and its
+// older per-platform keys (older, named <key without the s><Platform>: not negative, and not set beside the new
+// key's entry for the same platform).
+func validatePlatformTimeouts(bad badValue, key string, d Durations, older map[string]time.Duration) error {
+	for name, v := range d {
+		if !platform.Name(name).Known() {
+			return bad(key, "%q is not a platform: the platforms are %s", name, platform.Names())
+		}
+		if v <= 0 {
+			return bad(key, "%s: must be positive", name)
+		}
+	}
+	for oldKey, v := range older {
+		if v < 0 {
+			return bad(oldKey, "must be positive")
+		}
+		name := strings.ToLower(strings.TrimPrefix(oldKey, strings.TrimSuffix(key, "s")))
+		if _, both := d[name]; both && v != 0 {
+			return bad(oldKey, "set only one of %s and %s's %s entry", oldKey, key, name)
+		}
+	}
+	return nil
 }

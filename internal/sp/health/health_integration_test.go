@@ -180,7 +180,7 @@ func TestHealth(t *testing.T) {
 	t.Run("a removed CRD makes it unhealthy", func(t *testing.T) {
 		for _, c := range []struct{ crd, check, msg string }{
 			{"virtualmachines.kubevirt.io", "kubevirt", "kubevirt.io/v1 is not served"},
-			{"agents.agent-install.openshift.io", "baremetal", "no longer served"},
+			{"agents.agent-install.openshift.io", "baremetal", "agent-install.openshift.io/v1beta1 is not served"},
 			{"nodepools.hypershift.openshift.io", "hypershift", "not served"},
 		} {
 			deleteCRD(t, c.crd)

@@ -344,7 +344,7 @@ func toAPI(c *clusters.Cluster) api.Cluster {
 	return api.Cluster{
 		Id: c.ID, Path: c.Path(), Spec: c.Spec,
 		Status: api.ClusterStatus(c.Status), StatusMessage: c.StatusMessage,
-		Platform: api.ClusterPlatform(c.Platform), ProvisioningType: api.Hypershift,
+		Platform: string(c.Platform), ProvisioningType: api.Hypershift,
 		Version: c.Version, OpenshiftVersion: c.OpenShiftVersion,
 		ApiEndpoint: c.APIEndpoint, ConsoleUrl: c.ConsoleURL, Kubeconfig: &kc,
 		Nodes: api.NodeCounts{

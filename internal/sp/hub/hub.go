@@ -45,6 +45,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 )
 
 // ClusterNamespaceLabel marks the namespace ACM creates for a ManagedCluster (where the KlusterletAddonConfig goes).
@@ -76,24 +77,31 @@ type Options struct {
 // API is a group/version the SP cares about, and whether the hub serves it (with the kinds it needs).
 type API string
 
-// The APIs the SP discovers.
+// The APIs the SP discovers besides its platforms' (each platform's entry names its own).
 const (
 	APIHyperShift            API = "hypershift.openshift.io/v1beta1"
 	APIClusterImageSets      API = "hive.openshift.io/v1"
 	APIManagedClusters       API = "cluster.open-cluster-management.io/v1"
 	APIKlusterletAddonConfig API = "agent.open-cluster-management.io/v1"
-	APIAgents                API = "agent-install.openshift.io/v1beta1"
-	APIKubeVirt              API = "kubevirt.io/v1"
+	// APIAgents is the API of the Agent caches an Agents platform reads (the bare-metal entry names it too).
+	APIAgents API = "agent-install.openshift.io/v1beta1"
 )
 
-// requiredResources lists, per API, the resources that must be served for the API to count as available.
-var requiredResources = map[API][]string{
-	APIHyperShift:            {"hostedclusters", "nodepools"},
-	APIClusterImageSets:      {"clusterimagesets"},
-	APIManagedClusters:       {"managedclusters"},
-	APIKlusterletAddonConfig: {"klusterletaddonconfigs"},
-	APIAgents:                {"agents", "infraenvs"},
-	APIKubeVirt:              {"virtualmachines"},
+// requiredResources lists, per API, the resources that must be served for the API to count as available: the SP's
+// own and those of the platform table's entries.
+func requiredResources() map[API][]string {
+	out := map[API][]string{
+		APIHyperShift:            {"hostedclusters", "nodepools"},
+		APIClusterImageSets:      {"clusterimagesets"},
+		APIManagedClusters:       {"managedclusters"},
+		APIKlusterletAddonConfig: {"klusterletaddonconfigs"},
+	}
+	for _, p := range platform.All() {
+		if p.API != "" {
+			out[API(p.API)] = append(out[API(p.API)], p.APIResources...)
+		}
+	}
+	return out
 }
 
 // Discovery is the result of the last background discovery.

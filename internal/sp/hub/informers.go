@@ -48,7 +48,7 @@ func (h *Hub) Start(ctx context.Context) {
 func (h *Hub) Discover(ctx context.Context) Discovery {
 	d := Discovery{At: time.Now(), Served: map[API]bool{}}
 	d.Reached = d.At
-	for api, resources := range requiredResources {
+	for api, resources := range requiredResources() {
 		list, err := h.discovery.ServerResourcesForGroupVersion(string(api))
 		if err != nil {
 			if !isNotFound(err) {

@@ -12,30 +12,37 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/redact"
 )
 
-// Platforms decides which platforms the SP can provision: enabled in the configuration and with their APIs
-// discovered (KubeVirt on the infrastructure cluster; Agent/InfraEnv on the hub with agentNamespace set).
-// Availability is sticky for the life of the process: a later outage shows as an unhealthy check, not as a
-// platform that disappears from registration (docs/dcm.md).
+// Platforms decides which platforms of the table the SP can provision: enabled in the configuration and with the
+// API their entry names discovered — on the infrastructure cluster for a platform that runs its workers there and
+// has one configured, else on the hub; an Agents platform also needs the hub's agentNamespace. Availability is
+// sticky for the life of the process: a later outage shows as an unhealthy check, not as a platform that
+// disappears from registration (docs/dcm.md).
 type Platforms struct {
 	o     PlatformOptions
 	hub   *Hub
-	infra discovery.DiscoveryInterface // external KubeVirt cluster, nil when the hub is the infrastructure
+	infra discovery.DiscoveryInterface // the external infrastructure cluster, nil when the hub is the infrastructure
 
 	mu        sync.Mutex
 	available map[clusters.Platform]bool
-	infraOK   bool
-	infraMsg  string
+	served    map[clusters.Platform]served // as of the last Refresh
 	onChange  []func()
+}
+
+// served is whether a platform's API is served where its workers need it, and how the health check says so.
+type served struct {
+	ok  bool
+	msg string
 }
 
 // PlatformOptions are what the configuration says of the platforms.
 type PlatformOptions struct {
 	Enabled         []string     // enabledPlatforms
-	DefaultInfraEnv string       // defaultInfraEnvName: the baremetal check reports it missing
-	InfraCluster    *rest.Config // kubevirtInfraCluster: the external KubeVirt cluster (nil: the hub)
+	DefaultInfraEnv string       // defaultInfraEnvName: an Agents platform's check reports it missing
+	InfraCluster    *rest.Config // kubevirtInfraCluster: the external infrastructure cluster (nil: the hub)
 }
 
 func (o PlatformOptions) enabled(p clusters.Platform) bool {
@@ -44,7 +51,7 @@ func (o PlatformOptions) enabled(p clusters.Platform) bool {
 
 // NewPlatforms prepares the tracker of the platforms h offers (the Agent APIs in h's AgentNamespace).
 func NewPlatforms(h *Hub, o PlatformOptions) (*Platforms, error) {
-	p := &Platforms{o: o, hub: h, available: map[clusters.Platform]bool{}}
+	p := &Platforms{o: o, hub: h, available: map[clusters.Platform]bool{}, served: map[clusters.Platform]served{}}
 	if o.InfraCluster != nil {
 		c := rest.CopyConfig(o.InfraCluster)
 		c.Timeout = 1500 * time.Millisecond // inside the health check timeout
@@ -82,24 +89,17 @@ func (p *Platforms) Available() []string {
 // discovered platforms available. It runs after every hub discovery.
 func (p *Platforms) Refresh() {
 	d := p.hub.LastDiscovery()
-	kubevirtServed := d.Served[APIKubeVirt]
-	infraMsg := "kubevirt.io/v1 served on the hub"
-	if p.infra != nil {
-		kubevirtServed, infraMsg = false, ""
-		if _, err := p.infra.ServerResourcesForGroupVersion(string(APIKubeVirt)); err != nil {
-			infraMsg = "kubevirt.io/v1 not reachable on the infrastructure cluster: " + redact.Cause(err)
-		} else {
-			kubevirtServed, infraMsg = true, "kubevirt.io/v1 served on the infrastructure cluster"
+	now := map[clusters.Platform]served{}
+	for _, e := range platform.All() {
+		if p.o.enabled(e.Name) {
+			now[e.Name] = p.serves(e, d)
 		}
-	} else if !kubevirtServed {
-		infraMsg = "kubevirt.io/v1 is not served on the hub"
 	}
-	bmServed := p.hub.AgentNamespace() != "" && d.Served[APIAgents]
 	p.mu.Lock()
-	p.infraOK, p.infraMsg = kubevirtServed, infraMsg
+	p.served = now
 	changed := false
-	for name, served := range map[clusters.Platform]bool{clusters.KubeVirt: kubevirtServed, clusters.BareMetal: bmServed} {
-		if served && p.o.enabled(name) && !p.available[name] {
+	for name, s := range now {
+		if s.ok && !p.available[name] {
 			p.available[name] = true
 			changed = true
 		}
@@ -113,37 +113,50 @@ func (p *Platforms) Refresh() {
 	}
 }
 
-// KubeVirtState is the kubevirt health check's view.
-func (p *Platforms) KubeVirtState(context.Context) (enabled, ok bool, message string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.o.enabled(clusters.KubeVirt) {
-		return false, true, "not in enabledPlatforms"
+// serves reads whether e's API is served where e's workers need it.
+func (p *Platforms) serves(e platform.Platform, d Discovery) served {
+	switch {
+	case e.Agents && p.hub.AgentNamespace() == "":
+		return served{false, "agentNamespace is not configured"}
+	case e.API == "":
+		return served{true, "needs no API"}
+	case e.InfraCluster && p.infra != nil:
+		if _, err := p.infra.ServerResourcesForGroupVersion(e.API); err != nil {
+			return served{false, e.API + " not reachable on the infrastructure cluster: " + redact.Cause(err)}
+		}
+		return served{true, e.API + " served on the infrastructure cluster"}
+	case d.Served[API(e.API)]:
+		return served{true, e.API + " served on the hub"}
 	}
-	if !p.available[clusters.KubeVirt] {
-		return false, true, p.infraMsg
-	}
-	return true, p.infraOK, p.infraMsg
+	return served{false, e.API + " is not served on the hub"}
 }
 
-// BareMetalState is the baremetal health check's view.
-func (p *Platforms) BareMetalState(ctx context.Context) (enabled, ok bool, message string) {
-	switch {
-	case !p.o.enabled(clusters.BareMetal):
+// State is the health check's view of the platform named n: not enabled (with why) until it is in
+// enabledPlatforms and its API was discovered; then healthy while its API is still served (and, for an Agents
+// platform, its caches are synced and the default InfraEnv exists).
+func (p *Platforms) State(ctx context.Context, n clusters.Platform) (enabled, ok bool, message string) {
+	if !p.o.enabled(n) {
 		return false, true, "not in enabledPlatforms"
-	case p.hub.AgentNamespace() == "":
-		return false, true, "agentNamespace is not configured"
 	}
 	p.mu.Lock()
-	available := p.available[clusters.BareMetal]
+	available, s := p.available[n], p.served[n]
 	p.mu.Unlock()
-	served := p.hub.LastDiscovery().Served[APIAgents]
-	if !available {
-		return false, true, "Agent/InfraEnv APIs (agent-install.openshift.io/v1beta1) not served on the hub"
+	switch {
+	case !available && s.msg == "":
+		return false, true, "not discovered yet"
+	case !available:
+		return false, true, s.msg
+	case !s.ok:
+		return true, false, s.msg
 	}
-	if !served {
-		return true, false, "Agent/InfraEnv APIs (agent-install.openshift.io/v1beta1) no longer served"
+	if e, _ := platform.Lookup(n); e.Agents {
+		return p.agentsState(ctx)
 	}
+	return true, true, s.msg
+}
+
+// agentsState is what an available Agents platform's check adds: the Agent caches and the default InfraEnv.
+func (p *Platforms) agentsState(ctx context.Context) (enabled, ok bool, message string) {
 	if !p.hub.Watching("agents") || !p.hub.Watching("infraenvs") {
 		return true, false, "Agent/InfraEnv caches not synced"
 	}

@@ -52,17 +52,14 @@ func historyToCompleted(h []configv1.UpdateHistory) []configv1.UpdateHistory {
 }
 
 // TrimNodePool keeps of a NodePool its metadata, its status and, of its spec: replicas, autoscaling, release and
-// platform (type and KubeVirt compute and storage, which a resize compares).
+// platform (its type and sizes, which a resize compares).
 func TrimNodePool(np *hyperv1.NodePool) *hyperv1.NodePool {
 	out := &hyperv1.NodePool{TypeMeta: np.TypeMeta, ObjectMeta: np.ObjectMeta, Status: np.Status}
 	out.Spec.ClusterName = np.Spec.ClusterName
 	out.Spec.Replicas = np.Spec.Replicas
 	out.Spec.AutoScaling = np.Spec.AutoScaling
 	out.Spec.Release = np.Spec.Release
-	out.Spec.Platform.Type = np.Spec.Platform.Type
-	if kv := np.Spec.Platform.Kubevirt; kv != nil {
-		out.Spec.Platform.Kubevirt = &hyperv1.KubevirtNodePoolPlatform{Compute: kv.Compute, RootVolume: kv.RootVolume}
-	}
+	out.Spec.Platform = np.Spec.Platform
 	return out
 }
 

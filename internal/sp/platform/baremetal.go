@@ -15,6 +15,8 @@ import (
 var bareMetal = Platform{
 	Name: BareMetal, HyperShift: hyperv1.AgentPlatform,
 	ProvisioningTimeout: 120 * time.Minute, OperationTimeout: 180 * time.Minute,
+	API: "agent-install.openshift.io/v1beta1", APIResources: []string{"agents", "infraenvs"},
+	Agents: true,
 	Rules: func(r Request) {
 		if r.BaseDomain == "" {
 			r.Fail("provider_hints.acm.base_domain", "is required for baremetal (no default baseDomain is configured)")

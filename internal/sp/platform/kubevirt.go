@@ -24,6 +24,7 @@ var kubevirt = Platform{
 	Name: KubeVirt, HyperShift: hyperv1.KubevirtPlatform,
 	ProvisioningTimeout: 45 * time.Minute, OperationTimeout: 90 * time.Minute,
 	InfraCluster: true,
+	API:          "kubevirt.io/v1", APIResources: []string{"virtualmachines"},
 	Rules: func(r Request) {
 		if r.WorkerStorage != nil && r.WorkerStorage.Cmp(MinWorkerRootVolume) < 0 {
 			r.Fail("nodes.workers.storage", "must be at least 16GB for a KubeVirt root volume")
@@ -66,5 +67,33 @@ var kubevirt = Platform{
 			NetworkInterfaceMultiQueue: ptr.To(hyperv1.MultiQueueEnable),
 			AttachDefaultNetwork:       ptr.To(true),
 		}}
+	},
+	// A resize changes the VMs' cores, memory and root volume size; the NodePool replaces every VM.
+	Resized: func(have, want hyperv1.NodePoolPlatform) bool {
+		h, w := have.Kubevirt, want.Kubevirt
+		if h == nil || w == nil {
+			return true // not a KubeVirt NodePool: nothing of it to resize
+		}
+		if h.Compute == nil || h.RootVolume == nil || h.RootVolume.Persistent == nil || h.RootVolume.Persistent.Size == nil {
+			return false
+		}
+		return ptr.Deref(h.Compute.Cores, 0) == ptr.Deref(w.Compute.Cores, 0) &&
+			h.Compute.Memory != nil && h.Compute.Memory.Cmp(*w.Compute.Memory) == 0 &&
+			h.RootVolume.Persistent.Size.Cmp(*w.RootVolume.Persistent.Size) == 0
+	},
+	Resize: func(next *hyperv1.NodePoolPlatform, want hyperv1.NodePoolPlatform) {
+		kv, w := next.Kubevirt, want.Kubevirt
+		if kv == nil || w == nil {
+			return
+		}
+		if kv.Compute == nil {
+			kv.Compute = &hyperv1.KubevirtCompute{}
+		}
+		kv.Compute.Cores, kv.Compute.Memory = w.Compute.Cores, w.Compute.Memory
+		if kv.RootVolume == nil || kv.RootVolume.Persistent == nil {
+			kv.RootVolume = w.RootVolume
+		} else {
+			kv.RootVolume.Persistent.Size = w.RootVolume.Persistent.Size
+		}
 	},
 }

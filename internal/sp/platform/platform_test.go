@@ -112,3 +112,60 @@ func TestRules(t *testing.T) {
 		}
 	}
 }
+
+// Register adds an entry every lookup sees, refuses one that reuses a name or a type, and its remove undoes it.
+func TestRegister(t *testing.T) {
+	extra := Platform{Name: "example", HyperShift: hyperv1.NonePlatform,
+		HostedCluster: func(Cluster) hyperv1.PlatformSpec { return hyperv1.PlatformSpec{Type: hyperv1.NonePlatform} },
+		NodePool:      func(_ Cluster, np *hyperv1.NodePoolSpec) { np.Platform.Type = hyperv1.NonePlatform }}
+	remove := Register(extra)
+	if p, ok := Of(hyperv1.NonePlatform); !ok || p.Name != "example" || !Name("example").Known() || Names() != "kubevirt, baremetal, example" {
+		t.Fatalf("after Register: Of(None) = %q, %v; Names() = %q", p.Name, ok, Names())
+	}
+	for _, dup := range []Platform{
+		{Name: "example", HyperShift: hyperv1.AWSPlatform, HostedCluster: extra.HostedCluster, NodePool: extra.NodePool},
+		{Name: "other", HyperShift: hyperv1.KubevirtPlatform, HostedCluster: extra.HostedCluster, NodePool: extra.NodePool},
+		{Name: "hookless", HyperShift: hyperv1.AWSPlatform},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register(%s, %s) did not panic", dup.Name, dup.HyperShift)
+				}
+			}()
+			Register(dup)
+		}()
+	}
+	remove()
+	if _, ok := Of(hyperv1.NonePlatform); ok || Names() != "kubevirt, baremetal" {
+		t.Fatalf("after remove: None still served, Names() = %q", Names())
+	}
+}
+
+// KubeVirt's resize: a NodePool is in spec once it has the rendered sizes, and Resize puts them there without
+// touching the rest of its platform.
+func TestKubeVirtResize(t *testing.T) {
+	p, _ := Lookup(KubeVirt)
+	render := func(cores uint32, memory, root string) hyperv1.NodePoolPlatform {
+		var np hyperv1.NodePoolSpec
+		m, r := resource.MustParse(memory), resource.MustParse(root)
+		p.NodePool(Cluster{WorkerCores: &cores, WorkerMemory: &m, WorkerStorage: &r}, &np)
+		return np.Platform
+	}
+	have, want := render(2, "8Gi", "32Gi"), render(4, "16Gi", "64Gi")
+	if !p.Resized(have, have) || p.Resized(have, want) {
+		t.Fatal("Resized: equal sizes not in spec, or different ones in spec")
+	}
+	if !p.Resized(hyperv1.NodePoolPlatform{Type: hyperv1.AgentPlatform}, want) {
+		t.Error("a NodePool without KubeVirt sizes has nothing to resize")
+	}
+	next := *have.DeepCopy()
+	next.Kubevirt.AttachDefaultNetwork = nil // a field Resize must leave alone
+	p.Resize(&next, want)
+	if !p.Resized(next, want) || next.Kubevirt.AttachDefaultNetwork != nil {
+		t.Fatalf("after Resize: %+v", next.Kubevirt)
+	}
+	if bm, _ := Lookup(BareMetal); bm.Resized != nil || bm.Resize != nil || !bm.Agents {
+		t.Error("bare metal's sizes are Agent minimums: no resize hooks")
+	}
+}

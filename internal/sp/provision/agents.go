@@ -13,7 +13,14 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 )
+
+// agentsOf reports whether the platform's workers are Agents the SP reserves (its table entry says so).
+func agentsOf(n clusters.Platform) bool {
+	p, _ := platform.Lookup(n)
+	return p.Agents
+}
 
 // requirements are the Agent minimums of a bare-metal spec (docs/hypershift-objects.md).
 func requirements(id string, spec *clusters.Spec) inventory.Requirements {

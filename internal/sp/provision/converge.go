@@ -40,6 +40,12 @@ func (s *Converger) Converge(ctx context.Context, hc *hyperv1.HostedCluster) err
 	if err != nil {
 		return fmt.Errorf("the spec stored on HostedCluster %s is unusable (%v); not converging it", hc.Name, err)
 	}
+	// Only a platform of the table, and the one the stored spec names, is rendered: children of another platform's
+	// HostedCluster would be guesses (its status reports it; an update of it is refused).
+	if p, ok := clusters.PlatformOf(hc.Spec.Platform.Type); !ok || p != spec.Platform {
+		return fmt.Errorf("HostedCluster %s is of platform type %q, which this SP does not serve as its stored spec's %s; not converging it",
+			hc.Name, hc.Spec.Platform.Type, spec.Platform)
+	}
 	idx := s.index
 	_, hasPullSecret := idx.Secret(render.PullSecretName(hc.Name))
 	_, hasEtcdKey := idx.Secret(render.EtcdKeySecretName(hc.Name))
@@ -132,7 +138,7 @@ func (s *Converger) EnsureChildren(ctx context.Context, hc *hyperv1.HostedCluste
 	if err := parallel(steps...); err != nil {
 		return err
 	}
-	if spec.Platform == clusters.BareMetal {
+	if agentsOf(spec.Platform) {
 		if err := s.ReserveAgents(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)), ch); err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 )
@@ -138,10 +139,11 @@ func (s *Converger) input(id string, spec *clusters.Spec, r Release) render.Inpu
 	if a := spec.Autoscaling; a != nil {
 		in.Autoscaling = &hyperv1.NodePoolAutoScaling{Min: a.Min, Max: a.Max}
 	}
-	switch spec.Platform {
-	case clusters.KubeVirt:
-		in.InfraKubeconfig, in.InfraNamespace = s.cfg.KubeVirtInfraKubeconfig, s.cfg.KubeVirtInfraNamespace
-	case clusters.BareMetal:
+	p, _ := platform.Lookup(spec.Platform)
+	if p.InfraCluster {
+		in.InfraKubeconfig, in.InfraNamespace = s.cfg.InfraKubeconfig, s.cfg.InfraNamespace
+	}
+	if p.Agents {
 		// Hardware sizes are Agent minimums, not VM sizes.
 		in.WorkerMemory, in.WorkerStorage, in.WorkerCores = nil, nil, nil
 	}

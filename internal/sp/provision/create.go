@@ -162,7 +162,7 @@ func (s *Writer) create(ctx context.Context, id, key string, spec *clusters.Spec
 	if err != nil {
 		return nil, false, err
 	}
-	if spec.Platform == clusters.BareMetal {
+	if agentsOf(spec.Platform) {
 		// An autoscaled pool may grow to its maximum: that many Agents are needed.
 		if err := s.checkAgentSupply(ctx, id, spec, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount))); err != nil {
 			return nil, false, err

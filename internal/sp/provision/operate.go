@@ -17,6 +17,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
 
@@ -43,7 +44,7 @@ func (s *Converger) operate(ctx context.Context, hc *hyperv1.HostedCluster, spec
 	rec := operation.Decode(hc)
 	id := meta.InstanceID(hc.Labels)
 	if !rec.Open() {
-		if spec.Platform == clusters.BareMetal && rec != nil && rec.Kind == operation.Scale {
+		if agentsOf(spec.Platform) && rec != nil && rec.Kind == operation.Scale {
 			return s.releaseSurplusAgents(ctx, id, int(spec.MaxReplicas(s.cfg.DefaultWorkerCount)))
 		}
 		return nil
@@ -117,22 +118,13 @@ func nodePoolInSpec(rec *operation.Record, np, desired *hyperv1.NodePool) bool {
 		}
 		return np.Spec.AutoScaling == nil && ptr.Deref(np.Spec.Replicas, -1) == rec.Replicas
 	case operation.Resize:
-		have, want := np.Spec.Platform.Kubevirt, desired.Spec.Platform.Kubevirt
-		if want == nil || have == nil {
-			return true // bare metal: the sizes are Agent minimums, stored only
+		p, ok := platform.Of(np.Spec.Platform.Type)
+		if !ok || p.Resized == nil {
+			return true // the platform's sizes are not on the NodePool (bare metal's are Agent minimums, stored only)
 		}
-		return sameCompute(have, want)
+		return p.Resized(np.Spec.Platform, desired.Spec.Platform)
 	}
 	return true
-}
-
-func sameCompute(have, want *hyperv1.KubevirtNodePoolPlatform) bool {
-	if have.Compute == nil || have.RootVolume == nil || have.RootVolume.Persistent == nil || have.RootVolume.Persistent.Size == nil {
-		return false
-	}
-	return ptr.Deref(have.Compute.Cores, 0) == ptr.Deref(want.Compute.Cores, 0) &&
-		have.Compute.Memory != nil && have.Compute.Memory.Cmp(*want.Compute.Memory) == 0 &&
-		have.RootVolume.Persistent.Size.Cmp(*want.RootVolume.Persistent.Size) == 0
 }
 
 // syncNodePool patches the field the operation changes, conditional on the NodePool's version.
@@ -148,16 +140,8 @@ func (s *Converger) syncNodePool(ctx context.Context, rec *operation.Record, np,
 			next.Spec.Replicas, next.Spec.AutoScaling = nil, &hyperv1.NodePoolAutoScaling{Min: rec.AutoscalingMin, Max: rec.AutoscalingMax}
 		}
 	case operation.Resize:
-		kv := next.Spec.Platform.Kubevirt
-		want := desired.Spec.Platform.Kubevirt
-		if kv.Compute == nil {
-			kv.Compute = &hyperv1.KubevirtCompute{}
-		}
-		kv.Compute.Cores, kv.Compute.Memory = want.Compute.Cores, want.Compute.Memory
-		if kv.RootVolume == nil || kv.RootVolume.Persistent == nil {
-			kv.RootVolume = want.RootVolume
-		} else {
-			kv.RootVolume.Persistent.Size = want.RootVolume.Persistent.Size
+		if p, ok := platform.Of(np.Spec.Platform.Type); ok && p.Resize != nil {
+			p.Resize(&next.Spec.Platform, desired.Spec.Platform)
 		}
 	}
 	if err := s.client.Patch(ctx, next, client.MergeFromWithOptions(np, client.MergeFromWithOptimisticLock{})); err != nil {

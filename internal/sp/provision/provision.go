@@ -92,8 +92,8 @@ type Config struct {
 	ManageACMObjects               bool
 	ControlPlaneAvailabilityPolicy hyperv1.AvailabilityPolicy
 	DefaultWorkerCount             int32
-	KubeVirtInfraKubeconfig        []byte
-	KubeVirtInfraNamespace         string
+	InfraKubeconfig                []byte // an InfraCluster platform's external infrastructure cluster (nil: the hub)
+	InfraNamespace                 string
 	SSHPublicKey                   string
 	// PullSecret returns the configured pull secret (file content or a copy of a Secret).
 	PullSecret func(ctx context.Context) ([]byte, error)

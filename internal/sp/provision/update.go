@@ -16,6 +16,7 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/inventory"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/operation"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/platform"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/wire"
 )
@@ -135,7 +136,7 @@ func (s *Writer) decideUpdate(ctx context.Context, v clusters.View, body []byte,
 // record in one conditional update of the HostedCluster (nothing else changes before it).
 func (s *Writer) recordUpdate(ctx context.Context, id string, hc *hyperv1.HostedCluster, d clusters.UpdateDecision) error {
 	ch := &changes{}
-	if p, _ := clusters.PlatformOf(hc.Spec.Platform.Type); p == clusters.BareMetal && d.Operation != nil {
+	if p, _ := platform.Of(hc.Spec.Platform.Type); p.Agents && d.Operation != nil {
 		switch d.Operation.Kind {
 		case operation.Scale:
 			// Reserve the extra Agents first (an autoscaled pool's maximum): a shortfall is a 422 before anything is

@@ -30,11 +30,13 @@ func TestNodePoolInSpec(t *testing.T) {
 		np := &hyperv1.NodePool{}
 		np.Spec.Replicas = ptr.To[int32](2)
 		np.Spec.Release.Image = "img:4.17.29-multi"
+		np.Spec.Platform.Type = hyperv1.KubevirtPlatform
 		np.Spec.Platform.Kubevirt = &hyperv1.KubevirtNodePoolPlatform{Compute: &hyperv1.KubevirtCompute{Cores: ptr.To(cores), Memory: &m},
 			RootVolume: &hyperv1.KubevirtRootVolume{KubevirtVolume: hyperv1.KubevirtVolume{Persistent: &hyperv1.KubevirtPersistentVolume{Size: &r}}}}
 		return np
 	}
 	desired := kv(4, "32Gi", "120Gi")
+	agent := &hyperv1.NodePool{Spec: hyperv1.NodePoolSpec{Platform: hyperv1.NodePoolPlatform{Type: hyperv1.AgentPlatform}}}
 	cases := []struct {
 		name string
 		rec  operation.Record
@@ -47,12 +49,12 @@ func TestNodePoolInSpec(t *testing.T) {
 		{"scale done", operation.Record{Kind: operation.Scale, Replicas: 2}, kv(4, "16Gi", "120Gi"), true},
 		{"resize pending", operation.Record{Kind: operation.Resize}, kv(4, "16Gi", "120Gi"), false},
 		{"resize done (same quantity, other spelling)", operation.Record{Kind: operation.Resize}, kv(4, "32768Mi", "120Gi"), true},
-		{"resize on bare metal: nothing to sync", operation.Record{Kind: operation.Resize}, &hyperv1.NodePool{}, true},
+		{"resize on bare metal: nothing to sync", operation.Record{Kind: operation.Resize}, agent, true},
 	}
 	for _, c := range cases {
 		want := desired
 		if c.np.Spec.Platform.Kubevirt == nil {
-			want = &hyperv1.NodePool{}
+			want = agent
 		}
 		if got := nodePoolInSpec(&c.rec, c.np, want); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
