@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -222,7 +223,22 @@ func TestHealthMachineRollsBack(t *testing.T) {
 	// Resuming's deadline leaves the CAPI controllers time to carry the NotReady Node into the private Machine's and
 	// Cluster's conditions on a loaded machine (25 s once ended the run before they had: a bare
 	// health-check-timeout).
-	why := unhealthyRun(t, r, plan.UnpausePrivate, func() { setReady(corev1.ConditionFalse) }, func(o *controller.RunOptions) {
+	why := unhealthyRun(t, r, plan.UnpausePrivate, func() {
+		setReady(corev1.ConditionFalse)
+		// The hook holds the migrator until CAPI has carried the NotReady Node into the private Machine's
+		// conditions, as a kubelet gone for longer would have before any later look: on a loaded machine the
+		// migrator's health check once passed (and the run committed) before CAPI had reconciled the Node.
+		if !testwait.PollEvery(200*time.Millisecond, 2*time.Minute, func() bool {
+			for _, m := range r.list(capipods.PrivateGroups, "Machine") {
+				if nodeConditionFalse(m) {
+					return true
+				}
+			}
+			return false
+		}) {
+			t.Errorf("no private Machine shows its Node NotReady within 2 minutes")
+		}
+	}, func(o *controller.RunOptions) {
 		o.Config.ResumeTimeout = 90 * time.Second
 	})
 	// The NotReady Node turns the private Machine's conditions False and, through them, the private Cluster's
@@ -256,4 +272,19 @@ func TestProxyReadFailureRollsBack(t *testing.T) {
 	if slices.Contains(r.kinds(), plan.UnpausePrivate) {
 		t.Errorf("the private Cluster was unpaused: %v", r.kinds())
 	}
+}
+
+// nodeConditionFalse reports whether CAPI set one of a Machine's Node conditions (NodeHealthy, NodeReady) False,
+// in the conditions of either API version it writes.
+func nodeConditionFalse(m unstructured.Unstructured) bool {
+	for _, path := range [][]string{{"status", "conditions"}, {"status", "v1beta2", "conditions"}, {"status", "deprecated", "v1beta1", "conditions"}} {
+		conds, _, _ := unstructured.NestedSlice(m.Object, path...)
+		for _, c := range conds {
+			cm, _ := c.(map[string]any)
+			if (cm["type"] == "NodeHealthy" || cm["type"] == "NodeReady") && cm["status"] == "False" {
+				return true
+			}
+		}
+	}
+	return false
 }
