@@ -241,6 +241,21 @@ func (r rawJSON) VisitListClustersResponse(w http.ResponseWriter) error { return
 // VisitGetClusterResponse implements apigen.GetClusterResponseObject.
 func (r rawJSON) VisitGetClusterResponse(w http.ResponseWriter) error { return r.write(w) }
 
+// cachedJSON is a cached encoding answered as it is, with the newline encoding/json ends a document with (written
+// after it: the cached bytes are shared and never copied).
+type cachedJSON []byte
+
+var newline = []byte{'\n'}
+
+// VisitGetClusterResponse implements apigen.GetClusterResponseObject.
+func (r cachedJSON) VisitGetClusterResponse(w http.ResponseWriter) error {
+	if err := rawJSON(r).write(w); err != nil {
+		return err
+	}
+	_, err := w.Write(newline)
+	return err
+}
+
 // GetCluster handles GET /api/v1alpha1/clusters/{clusterId}.
 func (s *Server) GetCluster(ctx context.Context, req apigen.GetClusterRequestObject) (apigen.GetClusterResponseObject, error) {
 	c, err := s.svc.Get(ctx, req.ClusterId)
@@ -252,7 +267,7 @@ func (s *Server) GetCluster(ctx context.Context, req apigen.GetClusterRequestObj
 		if err != nil {
 			return nil, err
 		}
-		return rawJSON(append(b[:len(b):len(b)], '\n')), nil
+		return cachedJSON(b), nil
 	}
 	out, disclosed, err := s.withKubeconfig(ctx, c)
 	if err != nil {
