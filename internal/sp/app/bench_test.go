@@ -156,6 +156,8 @@ func BenchmarkAtScale(b *testing.B) {
 				record(col, fmt.Sprintf("LIST(50) c=%d p50 / p99", c), p.String())
 			})
 		}
+		openLoopRuns(b, n, col, sp, ids, tokens, seeder.nameOf)
+		inProcessRuns(b, n, col, ids, tokens)
 		b.Run(fmt.Sprintf("n=%d/GET-under-writes/c=8", n), func(b *testing.B) {
 			stop := hubNoise(b, 20)
 			p := load(b, 8, getURL)
