@@ -392,27 +392,52 @@ func (d Durations) String() string {
 // ProvisioningTimeouts are the configured provisioning timeouts by platform (status.Settings): provisioningTimeouts,
 // with the older per-platform keys' values.
 func (c *Config) ProvisioningTimeouts() map[clusters.Platform]time.Duration {
-	return byPlatform(c.ProvisioningTimeoutPerPlatform, map[clusters.Platform]time.Duration{
-		clusters.KubeVirt: c.ProvisioningTimeoutKubevirt, clusters.BareMetal: c.ProvisioningTimeoutBaremetal})
+	return byPlatform(c.ProvisioningTimeoutPerPlatform, c.olderTimeouts(keyProvisioningTimeouts))
 }
 
 // OperationTimeouts are the configured day-2 operation timeouts by platform (provision.Config): operationTimeouts,
 // with the older per-platform keys' values.
 func (c *Config) OperationTimeouts() map[clusters.Platform]time.Duration {
-	return byPlatform(c.OperationTimeoutPerPlatform, map[clusters.Platform]time.Duration{
-		clusters.KubeVirt: c.OperationTimeoutKubevirt, clusters.BareMetal: c.OperationTimeoutBaremetal})
+	return byPlatform(c.OperationTimeoutPerPlatform, c.olderTimeouts(keyOperationTimeouts))
+}
+
+const (
+	keyProvisioningTimeouts = "provisioningTimeouts"
+	keyOperationTimeouts    = "operationTimeouts"
+)
+
+// olderTimeout is an older per-platform timeout key: its name and its value (zero: not set).
+type olderTimeout struct {
+	key string
+	d   time.Duration
+}
+
+// olderTimeouts is the one place that says which older key spells which platform's entry of a per-platform timeout
+// key.
+func (c *Config) olderTimeouts(key string) map[clusters.Platform]olderTimeout {
+	switch key {
+	case keyProvisioningTimeouts:
+		return map[clusters.Platform]olderTimeout{
+			clusters.KubeVirt:  {"provisioningTimeoutKubevirt", c.ProvisioningTimeoutKubevirt},
+			clusters.BareMetal: {"provisioningTimeoutBaremetal", c.ProvisioningTimeoutBaremetal}}
+	case keyOperationTimeouts:
+		return map[clusters.Platform]olderTimeout{
+			clusters.KubeVirt:  {"operationTimeoutKubevirt", c.OperationTimeoutKubevirt},
+			clusters.BareMetal: {"operationTimeoutBaremetal", c.OperationTimeoutBaremetal}}
+	}
+	return nil
 }
 
 // byPlatform merges a Durations key with the older keys' values that are set (validation refuses both for one
 // platform).
-func byPlatform(d Durations, older map[clusters.Platform]time.Duration) map[clusters.Platform]time.Duration {
+func byPlatform(d Durations, older map[clusters.Platform]olderTimeout) map[clusters.Platform]time.Duration {
 	out := map[clusters.Platform]time.Duration{}
 	for k, v := range d {
 		out[clusters.Platform(k)] = v
 	}
-	for k, v := range older {
-		if v != 0 {
-			out[k] = v
+	for k, o := range older {
+		if o.d != 0 {
+			out[k] = o.d
 		}
 	}
 	return out

@@ -135,12 +135,10 @@ func (c *Config) validateTimings(bad badValue) error {
 			return bad(key, "must be positive")
 		}
 	}
-	if err := validatePlatformTimeouts(bad, "provisioningTimeouts", c.ProvisioningTimeoutPerPlatform, map[string]time.Duration{
-		"provisioningTimeoutKubevirt": c.ProvisioningTimeoutKubevirt, "provisioningTimeoutBaremetal": c.ProvisioningTimeoutBaremetal}); err != nil {
+	if err := validatePlatformTimeouts(bad, keyProvisioningTimeouts, c.ProvisioningTimeoutPerPlatform, c.olderTimeouts(keyProvisioningTimeouts)); err != nil {
 		return err
 	}
-	if err := validatePlatformTimeouts(bad, "operationTimeouts", c.OperationTimeoutPerPlatform, map[string]time.Duration{
-		"operationTimeoutKubevirt": c.OperationTimeoutKubevirt, "operationTimeoutBaremetal": c.OperationTimeoutBaremetal}); err != nil {
+	if err := validatePlatformTimeouts(bad, keyOperationTimeouts, c.OperationTimeoutPerPlatform, c.olderTimeouts(keyOperationTimeouts)); err != nil {
 		return err
 	}
 	if c.LeaseDuration < time.Second {
@@ -245,9 +243,8 @@ func orList[T ~string](values []T) string {
 }
 
 // validatePlatformTimeouts checks a per-platform timeout key (platforms of the table, positive durations) and its
-// older per-platform keys (older, named <key without the s><Platform>: not negative, and not set beside the new
-// key's entry for the same platform).
-func validatePlatformTimeouts(bad badValue, key string, d Durations, older map[string]time.Duration) error {
+// older per-platform keys (not negative, and not set beside the new key's entry for the same platform).
+func validatePlatformTimeouts(bad badValue, key string, d Durations, older map[clusters.Platform]olderTimeout) error {
 	for name, v := range d {
 		if !platform.Name(name).Known() {
 			return bad(key, "%q is not a platform: the platforms are %s", name, platform.Names())
@@ -256,13 +253,12 @@ func validatePlatformTimeouts(bad badValue, key string, d Durations, older map[s
 			return bad(key, "%s: must be positive", name)
 		}
 	}
-	for oldKey, v := range older {
-		if v < 0 {
-			return bad(oldKey, "must be positive")
+	for name, o := range older {
+		if o.d < 0 {
+			return bad(o.key, "must be positive")
 		}
-		name := strings.ToLower(strings.TrimPrefix(oldKey, strings.TrimSuffix(key, "s")))
-		if _, both := d[name]; both && v != 0 {
-			return bad(oldKey, "set only one of %s and %s's %s entry", oldKey, key, name)
+		if _, both := d[string(name)]; both && o.d != 0 {
+			return bad(o.key, "set only one of %s and %s's %s entry", o.key, key, name)
 		}
 	}
 	return nil
