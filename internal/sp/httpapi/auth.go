@@ -42,16 +42,34 @@ var routeVerbs = map[string]map[string]string{
 	"/api/v1alpha1/clusters/{clusterId}": {http.MethodGet: "get", http.MethodPatch: "patch", http.MethodDelete: "delete"},
 }
 
-type userKey struct{}
+type callerKey struct{}
 
-// userFrom returns the authenticated caller of a request.
+// caller is who sent a request, and from where (authenticate puts it in the request's context).
+type caller struct {
+	user   user.Info
+	remote string
+}
+
+// userFrom returns the authenticated caller of a request (nil for an open path).
 func userFrom(ctx context.Context) user.Info {
-	u, _ := ctx.Value(userKey{}).(user.Info)
-	return u
+	if c, _ := ctx.Value(callerKey{}).(*caller); c != nil {
+		return c.user
+	}
+	return nil
+}
+
+// remoteFrom returns the address an authenticated request came from.
+func remoteFrom(ctx context.Context) string {
+	if c, _ := ctx.Value(callerKey{}).(*caller); c != nil {
+		return c.remote
+	}
+	return ""
 }
 
 // authenticate runs before routing: every request except the open paths must carry valid credentials (or be
-// anonymous when that is configured). The answer never echoes the credential nor names a realm.
+// anonymous when that is configured). The answer never echoes the credential nor names a realm. An authenticated
+// request is bounded from here by requestTimeout, its hub calls included (authorization's as well): a hanging hub
+// gives a 504, not a stuck handler. Caller and deadline go into one copy of the request.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isOpen(r) {
@@ -70,7 +88,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, r, http.StatusServiceUnavailable, "authentication could not be checked with the hub just now; retry shortly", nil)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+		ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callerKey{}, &caller{user: u, remote: r.RemoteAddr}), s.requestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -196,10 +216,7 @@ func (s *Server) audit(ctx context.Context, action, id string, attrs ...any) {
 	if u != nil {
 		name, groups = u.GetName(), u.GetGroups()
 	}
-	remote := ""
-	if r := requestFrom(ctx); r != nil {
-		remote = r.RemoteAddr
-	}
+	remote := remoteFrom(ctx)
 	s.audits.LogAttrs(ctx, slog.LevelInfo, "audit", append([]slog.Attr{
 		slog.String("action", action), slog.String("user", name), slog.Any("groups", groups),
 		slog.String("id", id), slog.String("remote", remote)}, argsToAttrs(attrs)...)...)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"mime"
@@ -15,8 +14,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	nethttpmiddleware "github.com/oapi-codegen/nethttp-middleware"
-	"github.com/oapi-codegen/runtime/strictmiddleware/nethttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -58,38 +55,23 @@ func (s *Server) Handler(reg *prometheus.Registry) (http.Handler, error) {
 	r.Get("/readyz", s.readyz)
 	r.With(s.protectMetrics).Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
-	validator := nethttpmiddleware.OapiRequestValidatorWithOptions(spec, &nethttpmiddleware.Options{
-		Options: openapi3filter.Options{ExcludeRequestBody: true, ExcludeResponseBody: true, MultiError: false,
-			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}, // authenticate and authorize decide
-		SilenceServersWarning: true,
-		ErrorHandlerWithOpts: func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, o nethttpmiddleware.ErrorHandlerOpts) {
-			status := o.StatusCode
-			if status == 0 || status >= 500 {
-				status = http.StatusBadRequest
-			}
-			writeProblem(w, r, status, validationMessage(err), nil)
-		},
-	})
-	strict := apigen.NewStrictHandlerWithOptions(s, []apigen.StrictMiddlewareFunc{withRequest}, apigen.StrictHTTPServerOptions{
+	validate, err := newValidator(spec)
+	if err != nil {
+		return nil, err
+	}
+	strict := apigen.NewStrictHandlerWithOptions(s, nil, apigen.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc:  s.requestError,
 		ResponseErrorHandlerFunc: s.writeError,
 	})
 	apigen.HandlerWithOptions(strict, apigen.ChiServerOptions{
-		BaseRouter: r,
-		// Applied last-first: authorize, then the deadline, then validation and the content type.
-		Middlewares: []apigen.MiddlewareFunc{requireJSON, validator, s.withDeadline, s.authorize},
+		// Run after routing, in this order, composed once here rather than per request: authorize the operation,
+		// validate its parameters, check the body's content type.
+		BaseRouter: r.With(s.authorize, validate.middleware, requireJSON),
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeProblem(w, r, http.StatusBadRequest, err.Error(), nil)
 		},
 	})
 	return r, nil
-}
-
-// withRequest makes the HTTP request available to strict handlers (for the kubeconfig audit line).
-func withRequest(f nethttp.StrictHTTPHandlerFunc, _ string) nethttp.StrictHTTPHandlerFunc {
-	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
-		return f(context.WithValue(ctx, requestKey{}, r), w, r, req)
-	}
 }
 
 // requestError answers a body the strict server could not decode.
@@ -134,23 +116,13 @@ func wellFormedQuery(next http.Handler) http.Handler {
 	})
 }
 
-// withDeadline bounds an API request (its hub calls included) by requestTimeout: a hanging hub gives a 504, not a
-// stuck handler.
-func (s *Server) withDeadline(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isOpen(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.requestTimeout)
-		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
-
 // limitBody caps request bodies at MaxBodyBytes.
 func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == http.NoBody || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if r.ContentLength > MaxBodyBytes {
 			writeProblem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes), nil)
 			return

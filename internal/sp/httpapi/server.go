@@ -4,13 +4,13 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
@@ -96,14 +96,6 @@ func (s *Server) RequestTimeout() time.Duration { return s.requestTimeout }
 // ProblemTypeURIs reports whether problem documents carry RFC 9457 type URIs.
 func (s *Server) ProblemTypeURIs() bool { return s.problemURIs }
 
-type requestKey struct{}
-
-// requestFrom returns the HTTP request a strict handler serves (put in the context by withRequest).
-func requestFrom(ctx context.Context) *http.Request {
-	r, _ := ctx.Value(requestKey{}).(*http.Request)
-	return r
-}
-
 // CreateCluster handles POST /api/v1alpha1/clusters.
 func (s *Server) CreateCluster(ctx context.Context, req apigen.CreateClusterRequestObject) (apigen.CreateClusterResponseObject, error) {
 	id := ""
@@ -168,41 +160,19 @@ func (s *Server) ListClusters(ctx context.Context, req apigen.ListClustersReques
 	if err != nil {
 		return nil, err
 	}
-	// The body of api.ClusterList, written from each cluster's cached encoding into one buffer of the right size.
-	items := make([][]byte, len(list))
-	n := 64
+	// The body of api.ClusterList, written from each cluster's cached encoding as it is (no copy into one buffer).
+	page := listPage{items: make([][]byte, len(list))}
 	for i := range list {
-		item, err := s.listEncoding(&list[i])
-		if err != nil {
+		if page.items[i], err = s.listEncoding(&list[i]); err != nil {
 			return nil, err
 		}
-		items[i] = item
-		n += len(item) + 1
 	}
-	var tok []byte
 	if next != "" {
-		var err error
-		if tok, err = json.Marshal(next); err != nil {
+		if page.token, err = json.Marshal(next); err != nil {
 			return nil, err
 		}
-		n += len(tok)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, n))
-	buf.WriteByte('{')
-	if tok != nil {
-		buf.WriteString(`"next_page_token":`)
-		buf.Write(tok)
-		buf.WriteByte(',')
-	}
-	buf.WriteString(`"results":[`)
-	for i, item := range items {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(item)
-	}
-	buf.WriteString("]}\n")
-	return rawJSON(buf.Bytes()), nil
+	return page, nil
 }
 
 // listEncoding is a cluster's JSON as LIST shows it (and as GET shows a cluster without kubeconfig): the encoding
@@ -235,11 +205,68 @@ func (r rawJSON) write(w http.ResponseWriter) error {
 	return err
 }
 
-// VisitListClustersResponse implements apigen.ListClustersResponseObject.
-func (r rawJSON) VisitListClustersResponse(w http.ResponseWriter) error { return r.write(w) }
-
 // VisitGetClusterResponse implements apigen.GetClusterResponseObject.
 func (r rawJSON) VisitGetClusterResponse(w http.ResponseWriter) error { return r.write(w) }
+
+// listPage is a page of a LIST, answered as api.ClusterList's JSON written piece by piece: the cached encodings of
+// its items are shared and never copied.
+type listPage struct {
+	token []byte   // the next page's token, encoded; nil on the last page
+	items [][]byte // the clusters' encodings
+}
+
+// VisitListClustersResponse implements apigen.ListClustersResponseObject.
+func (p listPage) VisitListClustersResponse(w http.ResponseWriter) error {
+	const head, tail = `"results":[`, "]}\n"
+	n := 1 + len(head) + len(tail)
+	if p.token != nil {
+		n += len(`"next_page_token":,`) + len(p.token)
+	}
+	for i, item := range p.items {
+		n += len(item)
+		if i > 0 {
+			n++
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(n))
+	w.WriteHeader(http.StatusOK)
+	var bw errWriter
+	bw.w = w
+	bw.write(openBrace)
+	if p.token != nil {
+		bw.write(nextToken)
+		bw.write(p.token)
+		bw.write(comma)
+	}
+	bw.write([]byte(head))
+	for i, item := range p.items {
+		if i > 0 {
+			bw.write(comma)
+		}
+		bw.write(item)
+	}
+	bw.write([]byte(tail))
+	return bw.err
+}
+
+var (
+	openBrace = []byte{'{'}
+	comma     = []byte{','}
+	nextToken = []byte(`"next_page_token":`)
+)
+
+// errWriter writes until the first error, and keeps it.
+type errWriter struct {
+	w   http.ResponseWriter
+	err error
+}
+
+func (e *errWriter) write(b []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
+}
 
 // cachedJSON is a cached encoding answered as it is, with the newline encoding/json ends a document with (written
 // after it: the cached bytes are shared and never copied).
