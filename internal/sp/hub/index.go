@@ -1,7 +1,9 @@
 package hub
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -233,7 +235,9 @@ func (x *Index) view(id string, e *entry) clusters.View {
 		for _, np := range e.nps {
 			v.NodePools = append(v.NodePools, np)
 		}
-		sort.Slice(v.NodePools, func(i, j int) bool { return v.NodePools[i].Name < v.NodePools[j].Name })
+		if len(v.NodePools) > 1 {
+			slices.SortFunc(v.NodePools, func(a, b *hyperv1.NodePool) int { return strings.Compare(a.Name, b.Name) })
+		}
 	}
 	if e.hc != nil {
 		if ref := e.hc.Status.KubeConfig; ref != nil {
@@ -253,6 +257,7 @@ func (x *Index) view(id string, e *entry) clusters.View {
 func (x *Index) Page(after *clusters.Key, limit int) (views []clusters.View, more bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	views = make([]clusters.View, 0, min(limit, x.order.Len()))
 	visit := func(k clusters.Key) bool {
 		if after != nil && !after.Less(k) {
 			return true
