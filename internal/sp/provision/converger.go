@@ -32,6 +32,7 @@ type Converger struct {
 	mu       sync.Mutex
 	kacDone  map[string]bool      // instances whose KlusterletAddonConfig exists (forgotten when the cluster is gone)
 	lockDone map[string]types.UID // instances whose lock is owned by their HostedCluster (of this UID)
+	creates  inFlight             // instances whose create this process is writing (Writer.create)
 	hosting  struct {             // the hosting cluster's name and when it was read (hostingClusterName)
 		name string
 		at   time.Time
@@ -42,6 +43,13 @@ type Converger struct {
 func NewConverger(p Ports, cfg Config, log *slog.Logger) *Converger {
 	return &Converger{deps: newDeps(p, cfg, log), kacDone: map[string]bool{}, lockDone: map[string]types.UID{}}
 }
+
+// Creating reports whether this process's create of the instance is writing it now: the reconciler then looks again
+// later instead of converging the same children at the same time.
+func (s *Converger) Creating(id string) bool { return s.creates.has(id) }
+
+// beginCreate marks a create of id in flight until the returned function is called (Writer.create).
+func (s *Converger) beginCreate(id string) (end func()) { return s.creates.begin(id) }
 
 // Settings is the configuration the services run with (defaults applied).
 func (s *Converger) Settings() Config { return s.cfg }

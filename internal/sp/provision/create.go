@@ -42,6 +42,8 @@ type converging interface {
 	Desired(ctx context.Context, id string, spec *clusters.Spec, r Release, fill Fill) (render.Input, error)
 	EnsureChildren(ctx context.Context, hc *hyperv1.HostedCluster, spec *clusters.Spec, objs render.Objects, ch *changes) error
 	ReserveAgents(ctx context.Context, id string, spec *clusters.Spec, need int, ch *changes) error
+	// beginCreate marks the instance's create in flight (the reconciler leaves it alone) until end is called.
+	beginCreate(id string) (end func())
 }
 
 // NewWriter returns the writer; conv converges what its creates and updates write.
@@ -178,6 +180,7 @@ func (s *Writer) create(ctx context.Context, id, key string, spec *clusters.Spec
 		objs.HostedCluster.Annotations[meta.AnnotationIdempotencyKey] = key
 	}
 
+	defer s.conv.beginCreate(id)()
 	ch := &changes{}
 	if err := s.lockInstance(ctx, id, spec, ch); err != nil {
 		return nil, false, err

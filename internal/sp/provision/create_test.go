@@ -2,8 +2,10 @@ package provision
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
@@ -212,5 +215,44 @@ func TestCreateRefusesBeforeWriting(t *testing.T) {
 	var list hyperv1.HostedClusterList
 	if err := f.client.List(context.Background(), &list); err != nil || len(list.Items) != 0 {
 		t.Fatalf("refused creates wrote %d HostedClusters (%v)", len(list.Items), err)
+	}
+}
+
+// A create marks its instance in flight from its first write to its answer, so that the reconciler of this process
+// leaves the instance to it (Converger.Creating); the mark goes with the answer, refused or not.
+func TestCreateIsInFlightWhileItWrites(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var record func(context.Context, client.Client, client.Object)
+	record = func(_ context.Context, _ client.Client, obj client.Object) {
+		mu.Lock()
+		seen[fmt.Sprintf("%T %s", obj, obj.GetName())] = f.svc.Converger.Creating(id1)
+		mu.Unlock()
+		f.mu.Lock()
+		f.before = record // the fixture's hook runs once: every create is to be seen
+		f.mu.Unlock()
+	}
+	f.before = record
+	f.create(id1, "", kubevirtBody("alpha", 2))
+	f.mu.Lock()
+	f.before = nil
+	f.mu.Unlock()
+	if len(seen) < 5 {
+		t.Fatalf("saw %d creates: %v", len(seen), seen)
+	}
+	for what, inFlight := range seen {
+		if !inFlight {
+			t.Errorf("%s was written while the instance was not in flight", what)
+		}
+	}
+	if f.svc.Converger.Creating(id1) {
+		t.Fatal("the instance is still in flight after the create answered")
+	}
+	if _, _, err := f.svc.Writer.Create(context.Background(), id1, "", []byte(kubevirtBody("other", 3))); err == nil {
+		t.Fatal("a conflicting create was accepted")
+	}
+	if f.svc.Converger.Creating(id1) {
+		t.Fatal("the instance is still in flight after a refused create")
 	}
 }

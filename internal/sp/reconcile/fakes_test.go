@@ -106,10 +106,11 @@ type memProv struct {
 	live      map[string]clusters.View // LiveView's answers by id (absent: the HostedCluster is gone)
 	known     func(id string) bool     // the last SweepOrphans' known function
 	grace     time.Duration            // the last SweepOrphans' grace
+	creating  map[string]bool          // instances a create of this process is writing
 }
 
 func newProv(j *journal) *memProv {
-	return &memProv{j: j, fail: map[string]error{}, failTimes: map[string]int{}, live: map[string]clusters.View{}}
+	return &memProv{j: j, fail: map[string]error{}, failTimes: map[string]int{}, live: map[string]clusters.View{}, creating: map[string]bool{}}
 }
 
 func (p *memProv) failing(method string, err error, times int) {
@@ -179,7 +180,12 @@ func (p *memProv) sweptWith() (func(string) bool, time.Duration) {
 	return p.known, p.grace
 }
 
-func (p *memProv) Forget(id string)                { p.j.Add("prov-forget %s", id) }
+func (p *memProv) Forget(id string) { p.j.Add("prov-forget %s", id) }
+func (p *memProv) Creating(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.creating[id]
+}
 func (p *memProv) Now() time.Time                  { return now }
 func (p *memProv) StatusSettings() status.Settings { return status.DefaultSettings() }
 func (p *memProv) Report(_ clusters.View, r status.Result) status.Report {

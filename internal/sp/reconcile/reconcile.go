@@ -38,6 +38,8 @@ type Index interface {
 type Provisioner interface {
 	// Converge drives a live cluster's children toward its stored spec.
 	Converge(ctx context.Context, hc *hyperv1.HostedCluster) error
+	// Creating reports whether a create of this process is writing the instance now (it converges the children).
+	Creating(id string) bool
 	// LiveView reads an instance's HostedCluster and NodePools from the API server (HostedCluster nil: gone).
 	LiveView(ctx context.Context, id string, hc *hyperv1.HostedCluster) (clusters.View, error)
 	// DeleteACMObjects deletes the cluster's ManagedCluster and KlusterletAddonConfig (if they are the instance's).
@@ -210,6 +212,9 @@ func (r *Reconciler) handle(ctx context.Context, id string) (time.Duration, erro
 	return requeue, nil
 }
 
+// createRecheck is when to look again at an instance whose create this process is writing.
+const createRecheck = 250 * time.Millisecond
+
 // reconcile handles one instance and returns when to look again (0: only on the next change).
 func (r *Reconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {
 	v, known := r.index.Get(id)
@@ -254,6 +259,10 @@ func (r *Reconciler) reconcile(ctx context.Context, id string) (time.Duration, e
 		if err := r.prov.DeleteACMObjects(ctx, id, hc.Name); err != nil {
 			return 0, err
 		}
+	} else if r.prov.Creating(id) {
+		// This process's create is writing the cluster's children now: converging them too, from a cache that has
+		// not seen them yet, would only race it. The events of its writes bring the instance back; this is the net.
+		return createRecheck, nil
 	} else if err := r.prov.Converge(ctx, hc); err != nil {
 		return 0, err
 	}

@@ -49,6 +49,7 @@ type reconcileCase struct {
 	noRep   bool           // without status events
 	live    *clusters.View // LiveView's answer (nil: gone)
 	fail    string         // a Provisioner method that fails
+	create  bool           // a create of this process is writing the instance
 	requeue time.Duration
 	err     bool
 	calls   []string
@@ -63,6 +64,9 @@ var reconcileCases = []reconcileCase{
 	{name: "ready: reported, converged, no deadline",
 		view:  ptrTo(view("a", ready("c-a"), readyPool("np"))),
 		calls: []string{"report a READY", "converge c-a"}},
+	{name: "a create of this process is writing it: reported, left to the create, looked at again shortly",
+		view: ptrTo(view("a", pending("c-a"))), create: true, requeue: createRecheck,
+		calls: []string{"report a PENDING"}},
 	{name: "ready without status events: converged only",
 		view: ptrTo(view("a", ready("c-a"), readyPool("np"))), noRep: true,
 		calls: []string{"converge c-a"}},
@@ -119,6 +123,7 @@ func TestReconcileDecides(t *testing.T) {
 			if c.fail != "" {
 				f.prov.failing(c.fail, errHub, 0)
 			}
+			f.prov.creating["a"] = c.create
 			requeue, calls, err := f.reconcileOnce(t, "a")
 			if (err != nil) != c.err || (err != nil && !errors.Is(err, errHub)) {
 				t.Fatalf("error %v, want error=%v", err, c.err)
