@@ -164,12 +164,28 @@ func BenchmarkAtScale(b *testing.B) {
 			writes := stop()
 			record(col, "GET c=8 while the hub takes 20 writes/s p50 / p99", fmt.Sprintf("%s (%d writes)", p, writes))
 		})
+		var spCreates float64 // at c=8
 		for _, c := range []int{1, 8} {
 			b.Run(fmt.Sprintf("n=%d/create/c=%d", n, c), func(b *testing.B) {
-				rate, p := creates(b, sp.url, c)
-				record(col, fmt.Sprintf("creates/s c=%d (latency p50 / p99)", c), fmt.Sprintf("%.0f (%s)", rate, p))
+				var rate float64
+				var p pct
+				load := perCreate(b, func() int { rate, p = creates(b, sp.url, c); return b.N })
+				record(col, fmt.Sprintf("creates/s c=%d (latency p50 / p99; hub requests per create, everyone's)", c), fmt.Sprintf("%.0f (%s; %s)", rate, p, load))
+				if c == 8 {
+					spCreates = rate
+				}
 			})
 		}
+		b.Run(fmt.Sprintf("n=%d/create-hub-direct/c=8", n), func(b *testing.B) {
+			var rate float64
+			var p pct
+			load := perCreate(b, func() int { rate, p = rawCreates(b, seeder, 8); return b.N })
+			record(col, fmt.Sprintf("the hub's own creates/s c=8: a create's %d writes straight to kube-apiserver (p50 / p99; hub requests per create)", writesPerCreate),
+				fmt.Sprintf("%.0f (%.0f writes/s; %s; %s)", rate, rate*writesPerCreate, p, load))
+			if spCreates > 0 {
+				record(col, "SP creates/s c=8 as a share of the hub's own", fmt.Sprintf("%.0f %%", 100*spCreates/rate))
+			}
+		})
 		memory(b, sp, col, "after load")
 		b.Run(fmt.Sprintf("n=%d/status-event", n), func(b *testing.B) {
 			p, events, updates := statusEvents(b, sp, seeder)
