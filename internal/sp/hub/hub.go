@@ -240,7 +240,8 @@ func newUnstructured(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	return u
 }
 
-// stripTransform drops what the SP never reads from cached objects: managed fields and the last-applied annotation.
+// stripTransform drops what the SP never reads from cached objects (managed fields and the last-applied annotation)
+// and interns the strings they share with other objects (intern.go).
 func stripTransform(obj any) (any, error) {
 	if a, err := apimeta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
@@ -251,6 +252,7 @@ func stripTransform(obj any) (any, error) {
 			}
 		}
 	}
+	internObject(obj)
 	return obj, nil
 }
 
