@@ -7,6 +7,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/controller"
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/testwait"
 )
 
 // The run's state is written to the migrator's record first and mirrored onto the HostedCluster after: when the
@@ -48,13 +50,21 @@ func TestInterruptedStateWriteIsFinished(t *testing.T) {
 	if err := harness.Client.Get(t.Context(), r.key, hc); err != nil {
 		t.Fatal(err)
 	}
+	// The record's pending write is cleared after the HostedCluster's annotations show the run's end (the record
+	// is written ahead of the HostedCluster and settled after it): wait for the migrator to settle it.
 	cm := &corev1.ConfigMap{}
-	if err := harness.Client.Get(t.Context(), client.ObjectKey{Namespace: r.ns, Name: controller.RecordName(hc.UID)}, cm); err != nil {
-		t.Fatalf("the migrator's record: %v", err)
-	}
 	var run plan.Record
-	if err := json.Unmarshal([]byte(cm.Data["run"]), &run); err != nil || run.InRun() || cm.Data["pending"] != "" ||
-		cm.Labels[controller.RecordLabel] != "true" || cm.Annotations[controller.RecordHostedClusterAnnotation] != r.ns+"/mirror" {
-		t.Errorf("record after the run: %v %v %v (%v)", cm.Labels, cm.Annotations, cm.Data, err)
+	var readErr error
+	settled := testwait.PollEvery(200*time.Millisecond, 30*time.Second, func() bool {
+		cm = &corev1.ConfigMap{}
+		if readErr = harness.Client.Get(t.Context(), client.ObjectKey{Namespace: r.ns, Name: controller.RecordName(hc.UID)}, cm); readErr != nil {
+			return false
+		}
+		run = plan.Record{}
+		readErr = json.Unmarshal([]byte(cm.Data["run"]), &run)
+		return readErr == nil && !run.InRun() && cm.Data["pending"] == ""
+	})
+	if !settled || cm.Labels[controller.RecordLabel] != "true" || cm.Annotations[controller.RecordHostedClusterAnnotation] != r.ns+"/mirror" {
+		t.Errorf("record after the run (settled within 30s: %v): %v %v %v (%v)", settled, cm.Labels, cm.Annotations, cm.Data, readErr)
 	}
 }
