@@ -224,20 +224,13 @@ func TestCreateIsInFlightWhileItWrites(t *testing.T) {
 	f := newFixture(t)
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	var record func(context.Context, client.Client, client.Object)
-	record = func(_ context.Context, _ client.Client, obj client.Object) {
+	f.onCreate = func(obj client.Object) {
 		mu.Lock()
+		defer mu.Unlock()
 		seen[fmt.Sprintf("%T %s", obj, obj.GetName())] = f.svc.Converger.Creating(id1)
-		mu.Unlock()
-		f.mu.Lock()
-		f.before = record // the fixture's hook runs once: every create is to be seen
-		f.mu.Unlock()
 	}
-	f.before = record
 	f.create(id1, "", kubevirtBody("alpha", 2))
-	f.mu.Lock()
-	f.before = nil
-	f.mu.Unlock()
+	f.onCreate = nil
 	if len(seen) < 5 {
 		t.Fatalf("saw %d creates: %v", len(seen), seen)
 	}

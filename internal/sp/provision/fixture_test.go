@@ -54,8 +54,10 @@ type fixture struct {
 
 	mu    sync.Mutex
 	fails []failure // injected API-server failures, in order of registration
-	// before, when set, runs before every create reaches the fake API server (a rival writing first).
+	// before, when set, runs before the next create reaches the fake API server, once (a rival writing first).
 	before func(ctx context.Context, c client.Client, obj client.Object)
+	// onCreate, when set, sees every create before it reaches the fake API server (set it before the writes).
+	onCreate func(obj client.Object)
 	// lagging makes the index miss writes (a replica whose caches have not seen another one's create yet).
 	lagging bool
 }
@@ -108,6 +110,9 @@ func (f *fixture) apiServer() interceptor.Funcs {
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if before := f.takeBefore(); before != nil {
 				before(ctx, c, obj)
+			}
+			if f.onCreate != nil {
+				f.onCreate(obj)
 			}
 			if err := f.injected("create", obj); err != nil {
 				return err
