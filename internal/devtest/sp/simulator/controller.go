@@ -267,18 +267,21 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 			return err
 		}
 	}
-	if p.HCTransition != "" {
+	// A transition's record is written before the status that acts on it and removed only after the status that
+	// ends it: a write that fails in between leaves the record of a transition still running, never a running
+	// transition without its record.
+	if p.HCTransition != "" && p.HCTransition != "-" {
 		if err := annotate(ctx, s.Client, hc, AnnotationUpgrade, p.HCTransition); err != nil {
 			return err
 		}
 	}
 	for _, np := range nps {
-		if tr := p.NPTransitions[np.Name]; tr != "" {
+		if tr := p.NPTransitions[np.Name]; tr != "" && tr != "-" {
 			if err := annotate(ctx, s.Client, np, AnnotationRollout, tr); err != nil {
 				return err
 			}
 		}
-		if t := p.NPTemplates[np.Name]; t != "" {
+		if t := p.NPTemplates[np.Name]; t != "" && p.NPTransitions[np.Name] != "-" {
 			if err := annotate(ctx, s.Client, np, AnnotationTemplate, t); err != nil {
 				return err
 			}
@@ -299,6 +302,24 @@ func (s *Simulator) apply(ctx context.Context, hc *hyperv1.HostedCluster, nps []
 	if p.HCStatus != nil {
 		hc.Status = *p.HCStatus
 		if err := s.Client.Status().Update(ctx, hc); err != nil {
+			return err
+		}
+	}
+	for _, np := range nps {
+		if p.NPTransitions[np.Name] != "-" {
+			continue
+		}
+		if t := p.NPTemplates[np.Name]; t != "" { // the template a rollout applied is recorded as it ends
+			if err := annotate(ctx, s.Client, np, AnnotationTemplate, t); err != nil {
+				return err
+			}
+		}
+		if err := annotate(ctx, s.Client, np, AnnotationRollout, "-"); err != nil {
+			return err
+		}
+	}
+	if p.HCTransition == "-" {
+		if err := annotate(ctx, s.Client, hc, AnnotationUpgrade, "-"); err != nil {
 			return err
 		}
 	}

@@ -160,8 +160,16 @@ func upgradeControlPlane(o Observed, tl Timeline, st *hyperv1.HostedClusterStatu
 	}
 	st.Version.ObservedGeneration = hc.Generation
 	h := &st.Version.History[0]
-	if tr == nil || h.State != configv1.PartialUpdate || h.Image != tr.Image {
-		return "" // nothing in flight
+	if h.State != configv1.PartialUpdate || h.Image != image {
+		if tr != nil {
+			return "-" // nothing in flight: a record left by an end whose removal did not land
+		}
+		return ""
+	}
+	if tr == nil || tr.Image != image {
+		// In flight by the CVO's own history (a Partial entry at the spec's image), whatever the bookkeeping says:
+		// the record can be lost between two writes, and the CVO does not depend on it.
+		tr = &Transition{Kind: "upgrade", From: completedVersion(st), To: h.Version, Image: image, Started: h.StartedTime.Time}
 	}
 	elapsed := o.Now.Sub(tr.Started)
 	if mode == FailUpgradeStuck {

@@ -107,6 +107,32 @@ func TestUpgradeControlPlane(t *testing.T) {
 	}
 }
 
+// The simulator's record of an upgrade can be lost between its writes (the record's removal lands, the status write
+// that completes the upgrade does not): the CVO's own history still says the upgrade runs, and it completes. A record
+// left behind by an upgrade that ended is removed.
+func TestUpgradeCompletesWithoutItsRecord(t *testing.T) {
+	w, now := installed(t, "kubevirt-minimal", "")
+	w.hc.Spec.Release.Image, w.hc.Generation = img418, w.hc.Generation+1
+	now = w.walk(now, tl.ReadyAfter/2, nil)
+	if h := w.hc.Status.Version.History[0]; h.State != configv1.PartialUpdate || h.Version != "4.18.22" {
+		t.Fatalf("upgrade not running at 0.5 R: %+v", h)
+	}
+	delete(w.hc.Annotations, AnnotationUpgrade)
+	now = w.walk(now, 2*tl.ReadyAfter, nil)
+	if h := w.hc.Status.Version.History[0]; h.State != configv1.CompletedUpdate || h.Version != "4.18.22" {
+		t.Fatalf("upgrade without its record did not complete: %+v", h)
+	}
+	if c := hcCond(w, hyperv1.ClusterVersionProgressing); !strings.Contains(c, "Cluster version is 4.18.22") {
+		t.Fatalf("ClusterVersionProgressing %s", c)
+	}
+	stale := (&Transition{Kind: "upgrade", From: "4.17.12", To: "4.18.22", Image: img418, Started: now}).encode()
+	w.hc.Annotations[AnnotationUpgrade] = stale
+	w.walk(now, tl.ReadyAfter/10, nil)
+	if a, ok := w.hc.Annotations[AnnotationUpgrade]; ok {
+		t.Fatalf("the record of an ended upgrade stayed: %s", a)
+	}
+}
+
 // A NodePool minor above the last Completed control plane is held by ValidReleaseImage=False.
 func TestNodePoolAheadOfControlPlaneIsHeld(t *testing.T) {
 	w, now := installed(t, "kubevirt-minimal", "")
