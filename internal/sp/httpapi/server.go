@@ -195,19 +195,6 @@ func (s *Server) listEncoding(c *clusters.Cluster) ([]byte, error) {
 	return b, nil
 }
 
-// rawJSON is a 200 application/json response whose body is already encoded.
-type rawJSON []byte
-
-func (r rawJSON) write(w http.ResponseWriter) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(r)
-	return err
-}
-
-// VisitGetClusterResponse implements apigen.GetClusterResponseObject.
-func (r rawJSON) VisitGetClusterResponse(w http.ResponseWriter) error { return r.write(w) }
-
 // listPage is a page of a LIST, answered as api.ClusterList's JSON written piece by piece: the cached encodings of
 // its items are shared and never copied.
 type listPage struct {
@@ -217,10 +204,9 @@ type listPage struct {
 
 // VisitListClustersResponse implements apigen.ListClustersResponseObject.
 func (p listPage) VisitListClustersResponse(w http.ResponseWriter) error {
-	const head, tail = `"results":[`, "]}\n"
-	n := 1 + len(head) + len(tail)
+	n := len(openBrace) + len(results) + len(listEnd)
 	if p.token != nil {
-		n += len(`"next_page_token":,`) + len(p.token)
+		n += len(nextToken) + len(p.token) + len(comma)
 	}
 	for i, item := range p.items {
 		n += len(item)
@@ -239,21 +225,24 @@ func (p listPage) VisitListClustersResponse(w http.ResponseWriter) error {
 		bw.write(p.token)
 		bw.write(comma)
 	}
-	bw.write([]byte(head))
+	bw.write(results)
 	for i, item := range p.items {
 		if i > 0 {
 			bw.write(comma)
 		}
 		bw.write(item)
 	}
-	bw.write([]byte(tail))
+	bw.write(listEnd)
 	return bw.err
 }
 
+// The pieces of a LIST page around its items (package-level, so writing them does not allocate).
 var (
 	openBrace = []byte{'{'}
 	comma     = []byte{','}
 	nextToken = []byte(`"next_page_token":`)
+	results   = []byte(`"results":[`)
+	listEnd   = []byte("]}\n")
 )
 
 // errWriter writes until the first error, and keeps it.
@@ -276,7 +265,9 @@ var newline = []byte{'\n'}
 
 // VisitGetClusterResponse implements apigen.GetClusterResponseObject.
 func (r cachedJSON) VisitGetClusterResponse(w http.ResponseWriter) error {
-	if err := rawJSON(r).write(w); err != nil {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(r); err != nil {
 		return err
 	}
 	_, err := w.Write(newline)
