@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,41 +43,12 @@ func rawCreates(b *testing.B, s *seeder, c int) (float64, pct) {
 	if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rawNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}
-	d := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var failed atomic.Value
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	began := time.Now()
-	for range c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= b.N || failed.Load() != nil {
-					return
-				}
-				start := time.Now()
-				if err := s.rawCreate(ctx, fmt.Sprintf("r%06d", rawSeq.Add(1))); err != nil {
-					failed.Store(err.Error())
-					return
-				}
-				d[i] = time.Since(start)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(began)
-	b.StopTimer()
-	if f := failed.Load(); f != nil {
-		b.Fatal(f)
-	}
-	rate := float64(b.N) / elapsed.Seconds()
-	p := percentiles(d)
-	b.ReportMetric(rate, "creates/s")
+	rate, p := createsFrom(b, c, func() (time.Duration, error) {
+		start := time.Now()
+		err := s.rawCreate(ctx, fmt.Sprintf("r%06d", rawSeq.Add(1)))
+		return time.Since(start), err
+	})
 	b.ReportMetric(rate*writesPerCreate, "writes/s")
-	b.ReportMetric(float64(p.p99.Microseconds()), "p99-µs")
 	return rate, p
 }
 

@@ -534,13 +534,34 @@ var (
 
 // creates posts b.N creates from c concurrent clients; it returns creates/s and the latency percentiles.
 func creates(b *testing.B, base string, c int) (float64, pct) {
+	return createsFrom(b, c, func() (time.Duration, error) {
+		name := fmt.Sprintf("c%06d", createSeq.Add(1))
+		body := kubevirtBody(name, 2)
+		start := time.Now()
+		resp, err := benchHTTP.Post(base+"/api/v1alpha1/clusters?id=bench-"+name, "application/json", strings.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if resp.StatusCode != http.StatusCreated {
+			return took, fmt.Errorf("create %s: %d %s", name, resp.StatusCode, data)
+		}
+		return took, nil
+	})
+}
+
+// createsFrom runs b.N creates from c concurrent workers (create returns its own latency); it returns creates/s
+// and the latency percentiles. The first failure ends the run and the benchmark.
+func createsFrom(b *testing.B, c int, create func() (time.Duration, error)) (float64, pct) {
 	d := make([]time.Duration, b.N)
 	var next atomic.Int64
 	var failed atomic.Value
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	began := time.Now()
-	for w := 0; w < c; w++ {
+	for range c {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -549,21 +570,12 @@ func creates(b *testing.B, base string, c int) (float64, pct) {
 				if i >= b.N || failed.Load() != nil {
 					return
 				}
-				name := fmt.Sprintf("c%06d", createSeq.Add(1))
-				body := kubevirtBody(name, 2)
-				start := time.Now()
-				resp, err := benchHTTP.Post(base+"/api/v1alpha1/clusters?id=bench-"+name, "application/json", strings.NewReader(body))
+				took, err := create()
 				if err != nil {
 					failed.Store(err.Error())
 					return
 				}
-				data, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				d[i] = time.Since(start)
-				if resp.StatusCode != http.StatusCreated {
-					failed.Store(fmt.Sprintf("create %s: %d %s", name, resp.StatusCode, data))
-					return
-				}
+				d[i] = took
 			}
 		}()
 	}
