@@ -233,10 +233,14 @@ func (a *App) addLeaderTasks() {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "acm_sp_tracked_instances", ConstLabels: prometheus.Labels{"component": component},
 			Help: "Instances a component holds per-cluster state for (follows the live clusters; 0 on a follower)."}, func() float64 { return float64(n()) })
 	}
-	a.Registry.MustRegister(tracked("reconciler", a.Reconciler.Remembered), tracked("provision", a.Service.Remembered))
+	queued := func(loop string, n func() int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "acm_sp_queued_instances", ConstLabels: prometheus.Labels{"loop": loop},
+			Help: "Instances waiting in a leader loop's queue for a worker (a backlog that does not drain: the SP is behind; 0 on a follower)."}, func() float64 { return float64(n()) })
+	}
+	a.Registry.MustRegister(tracked("reconciler", a.Reconciler.Remembered), tracked("provision", a.Service.Remembered), queued("reconciler", a.Reconciler.Queued))
 	a.leader.Add(a.Reconciler)
 	if a.Publisher != nil {
-		a.Registry.MustRegister(tracked("publisher", a.Publisher.Tracked))
+		a.Registry.MustRegister(tracked("publisher", a.Publisher.Tracked), queued("publisher", a.Publisher.Queued))
 		a.leader.Add(a.Publisher)
 	}
 	if a.Registrar != nil {

@@ -147,6 +147,10 @@ func (p *Publisher) Tracked() int {
 	return len(p.entries)
 }
 
+// Queued is how many instances wait in the publisher's queue for a worker (due now; those waiting out their
+// debounce or backoff are not counted; 0 between terms).
+func (p *Publisher) Queued() int { return p.loop.Len() }
+
 // Resync starts a new generation: every instance reported from now on is published again, even unchanged
 // (consumers are idempotent; a registry that lost an event heals).
 func (p *Publisher) Resync() {

@@ -265,3 +265,28 @@ func TestEvery(t *testing.T) {
 		t.Fatalf("ticks after the term ended: %q", got)
 	}
 }
+
+// Len counts the keys waiting for a worker (what acm_sp_queued_instances exports): not the one a worker holds,
+// and none once the workers caught up.
+func TestLenIsTheBacklog(t *testing.T) {
+	held, release := make(chan string, 1), make(chan struct{})
+	l := New(Options{Name: "test", Workers: 1, Handle: func(_ context.Context, k string) (time.Duration, error) {
+		if k == "a" {
+			held <- k
+			<-release
+		}
+		return 0, nil
+	}})
+	stop := term(t, l, Term{})
+	defer stop()
+	testwait.For(t, within, "the term to run", l.Running)
+	l.Add("a")
+	<-held
+	l.Add("b")
+	l.Add("c")
+	if n := l.Len(); n != 2 {
+		t.Fatalf("Len %d while the only worker holds a and b, c wait; want 2", n)
+	}
+	close(release)
+	testwait.For(t, within, "the backlog to drain", func() bool { return l.Len() == 0 })
+}

@@ -323,6 +323,9 @@ func (r *Reconciler) forgetUnknown(ids []string) {
 	}
 }
 
+// Queued is how many instances wait in the reconciler's queue, not yet being reconciled (0 between terms).
+func (r *Reconciler) Queued() int { return r.loop.Len() }
+
 // Remembered is how many instances the reconciler holds state for (tests: memory follows the live clusters).
 func (r *Reconciler) Remembered() int {
 	r.mu.Lock()
