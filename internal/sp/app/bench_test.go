@@ -372,29 +372,32 @@ func (sp *benchSP) metrics(b *testing.B) map[string]float64 {
 // waitIdle waits until the leader has converged every cluster once (the start-up reconcile of n clusters) and has
 // no status event left to deliver.
 func (sp *benchSP) waitIdle(b *testing.B, n int) {
-	began := time.Now()
-	var m map[string]float64
-	ok := testwait.Poll(20*time.Minute, func() bool {
-		m = sp.metrics(b)
+	took := sp.waitMetrics(b, 20*time.Minute, fmt.Sprintf("converge %d clusters and publish their events", n), func(m map[string]float64) bool {
 		return m[`acm_sp_tracked_instances{component="provision"}`] >= float64(n) && m["acm_sp_events_pending"] == 0 && m["acm_sp_leader"] == 1
 	})
-	if !ok {
-		b.Fatalf("the SP did not go idle: provision %v of %d, events pending %v", m[`acm_sp_tracked_instances{component="provision"}`], n, m["acm_sp_events_pending"])
-	}
-	b.Logf("start-up convergence of %d clusters and their events done %s after ready", n, time.Since(began).Round(time.Millisecond))
+	b.Logf("start-up convergence of %d clusters and their events done %s after ready", n, took.Round(time.Millisecond))
 }
 
 // waitDrained waits until the leader's reconciler and publisher have nothing queued and no status event is
 // pending, and returns how long that took.
 func (sp *benchSP) waitDrained(b *testing.B) time.Duration {
+	return sp.waitMetrics(b, 10*time.Minute, "drain its queues and pending events", func(m map[string]float64) bool {
+		return m[`acm_sp_queued_instances{loop="reconciler"}`] == 0 && m[`acm_sp_queued_instances{loop="publisher"}`] == 0 && m["acm_sp_events_pending"] == 0
+	})
+}
+
+// waitMetrics polls the SP's metrics until cond holds and returns how long that took; it fails the benchmark
+// with the SP's acm_sp_ gauges when within passes first.
+func (sp *benchSP) waitMetrics(b *testing.B, within time.Duration, what string, cond func(m map[string]float64) bool) time.Duration {
 	began := time.Now()
 	var m map[string]float64
-	if !testwait.Poll(10*time.Minute, func() bool {
-		m = sp.metrics(b)
-		return m[`acm_sp_queued_instances{loop="reconciler"}`] == 0 && m[`acm_sp_queued_instances{loop="publisher"}`] == 0 && m["acm_sp_events_pending"] == 0
-	}) {
-		b.Fatalf("the SP did not drain its backlog: reconciler %v, publisher %v queued, events pending %v",
-			m[`acm_sp_queued_instances{loop="reconciler"}`], m[`acm_sp_queued_instances{loop="publisher"}`], m["acm_sp_events_pending"])
+	if !testwait.Poll(within, func() bool { m = sp.metrics(b); return cond(m) }) {
+		var gauges []string
+		for _, k := range []string{`acm_sp_tracked_instances{component="provision"}`, `acm_sp_queued_instances{loop="reconciler"}`,
+			`acm_sp_queued_instances{loop="publisher"}`, "acm_sp_events_pending", "acm_sp_leader"} {
+			gauges = append(gauges, fmt.Sprintf("%s %v", k, m[k]))
+		}
+		b.Fatalf("the SP did not %s within %s: %s", what, within, strings.Join(gauges, ", "))
 	}
 	return time.Since(began)
 }
