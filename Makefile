@@ -151,13 +151,20 @@ manifests-check: $(HUB_BIN)/.complete ## render deploy/ and deploy/capi-private 
 DEV_HARNESS   := sigs.k8s.io/controller-runtime/pkg/envtest|github.com/nats-io/nats-server/v2/server$$|/internal/devtest/|/internal/capiprivate/(crds/upstream|translate/internal/.*)$$
 SP_RUNTIME    := ^github.com/dcm-sp/acm-cluster-sp/internal/sp(/.*)?$$
 
+# CAPI_TESTING_VIA are the only packages through which capi-private may link testing: upstream Cluster API's
+# util/conversion (imported by the conversions of the v1beta1 API packages capi-private serves) also holds its
+# fuzz-test helpers, which import testing directly and through apimachinery's apitesting.
+CAPI_TESTING_VIA := sigs.k8s.io/cluster-api/util/conversion|k8s.io/apimachinery/pkg/api/apitesting
 .PHONY: check-prod-deps
 check-prod-deps: ## fail when a production binary links the dev harness (or, acm-cluster-sp, testing), or capi-private links the SP's runtime
 	@bad=$$(go list -deps ./cmd/acm-cluster-sp | grep -E '$(DEV_HARNESS)|^testing$$' || true); \
 	 if [ -n "$$bad" ]; then echo "acm-cluster-sp links dev/test code:"; echo "$$bad"; exit 1; fi; \
 	 bad=$$(go list -deps ./cmd/capi-private | grep -E '$(DEV_HARNESS)|$(SP_RUNTIME)' || true); \
 	 if [ -n "$$bad" ]; then echo "capi-private links dev/test code or the cluster SP's runtime:"; echo "$$bad"; exit 1; fi; \
-	 echo "production binaries link no dev harness; capi-private links none of the SP's runtime"
+	 bad=$$(go list -deps -f '{{.ImportPath}}{{range .Imports}} {{.}}{{end}}' ./cmd/capi-private | \
+	   awk '{for (i = 2; i <= NF; i++) if ($$i == "testing") print $$1}' | grep -vxE '$(CAPI_TESTING_VIA)' || true); \
+	 if [ -n "$$bad" ]; then echo "capi-private links testing other than through upstream Cluster API's conversion helpers:"; echo "$$bad"; exit 1; fi; \
+	 echo "production binaries link no dev harness; capi-private links none of the SP's runtime, and testing only through upstream Cluster API"
 
 .PHONY: verify-capi-crds
 verify-capi-crds: ## fail when capi-private's vendored upstream CRDs, generated private CRDs or their install copy are stale
