@@ -29,9 +29,9 @@ var watchedConditions = map[string][]string{
 var settledPhases = []string{"Provisioned", "Running"}
 
 // unhealthy is Resuming's health check ("" when green): the quiesced workloads Available, no container restart in
-// a Pod of a CAPI-dependent component (a new Pod starts at 0), no private object being deleted, MachineDeployment
-// and MachineSet counters of the twins equal to the old objects', and no Cluster or Machine twin worse than the
-// object it copies (objectRegression).
+// a Pod of a CAPI-dependent component (a new Pod starts at 0), no private object being deleted, no MachineDeployment
+// or MachineSet twin whose counters are worse than the old object's (counterRegression), and no Cluster or Machine
+// twin worse than the object it copies (objectRegression).
 func unhealthy(g graph, w Workloads) string {
 	if !w.Available {
 		return "proxied workloads not Available"
@@ -55,12 +55,8 @@ func unhealthy(g graph, w Workloads) string {
 			if tw == nil {
 				return o.GetKind() + "/" + o.GetName() + " has no twin"
 			}
-			for _, f := range []string{"replicas", "readyReplicas", "availableReplicas"} {
-				a, _, _ := unstructured.NestedInt64(o.Object, "status", f)
-				b, _, _ := unstructured.NestedInt64(tw.Object, "status", f)
-				if a != b {
-					return fmt.Sprintf("%s/%s status.%s %d, was %d", o.GetKind(), o.GetName(), f, b, a)
-				}
+			if p := counterRegression(o, tw); p != "" {
+				return o.GetKind() + "/" + o.GetName() + " " + p
 			}
 		case "Cluster", "Machine":
 			if tw == nil {
@@ -69,6 +65,22 @@ func unhealthy(g graph, w Workloads) string {
 			if p := objectRegression(o, tw); p != "" {
 				return o.GetKind() + "/" + o.GetName() + ": " + p
 			}
+		}
+	}
+	return ""
+}
+
+// counterRegression is what is worse in the counters of twin, a MachineDeployment or MachineSet, than in old's
+// ("" when nothing): a different number of replicas, or fewer ready or available ones. More ready or available
+// replicas is no regression: a migration may start while a Machine is still coming up (the settled check asks for
+// every replica up to date, not ready), the old object's status stays frozen from then on, and the private
+// controllers then see the Machine ready.
+func counterRegression(old, twin *unstructured.Unstructured) string {
+	for _, f := range []string{"replicas", "readyReplicas", "availableReplicas"} {
+		was, _, _ := unstructured.NestedInt64(old.Object, "status", f)
+		is, _, _ := unstructured.NestedInt64(twin.Object, "status", f)
+		if is < was || f == "replicas" && is != was {
+			return fmt.Sprintf("status.%s %d, was %d", f, is, was)
 		}
 	}
 	return ""

@@ -59,3 +59,31 @@ func TestUnhealthyWorkloads(t *testing.T) {
 		t.Errorf("healthy: %q", got)
 	}
 }
+
+func counters(replicas, ready, available int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"kind": "MachineDeployment", "status": map[string]any{
+		"replicas": replicas, "readyReplicas": ready, "availableReplicas": available,
+	}}}
+}
+
+func TestCounterRegression(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		old, twin *unstructured.Unstructured
+		want      string
+	}{
+		{"same", counters(2, 2, 2), counters(2, 2, 2), ""},
+		{"a replica more", counters(2, 2, 2), counters(3, 2, 2), "status.replicas 3, was 2"},
+		{"a replica less", counters(2, 2, 2), counters(1, 1, 1), "status.replicas 1, was 2"},
+		{"fewer ready", counters(2, 2, 2), counters(2, 1, 2), "status.readyReplicas 1, was 2"},
+		{"fewer available", counters(2, 2, 2), counters(2, 2, 1), "status.availableReplicas 1, was 2"},
+		{"a Machine that came up under the private controllers", counters(1, 0, 0), counters(1, 1, 1), ""},
+		{"no status on the twin yet", counters(1, 1, 1), &unstructured.Unstructured{Object: map[string]any{}}, "status.replicas 0, was 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := counterRegression(tc.old, tc.twin); got != tc.want {
+				t.Errorf("counterRegression = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
