@@ -58,6 +58,8 @@ type Options struct {
 	APIServerFlags map[string][]string
 	// StartTimeout bounds the start of etcd and kube-apiserver (default 90s: loaded 2-core machines are slow).
 	StartTimeout time.Duration
+	// Base, when set, is what etcd holds at the start (built once and cached; see Base). Default: an empty hub.
+	Base *Base
 }
 
 // Hub is a running kube-apiserver + etcd.
@@ -67,18 +69,38 @@ type Hub struct {
 	// Env is the envtest environment (its ControlPlane gives the API server's URL, secure serving and users).
 	Env *envtest.Environment
 
-	certDir string // kube-apiserver's certificates, kept across a restart
+	certDir  string // kube-apiserver's certificates, kept across a restart
+	etcdData string // etcd's data when it was copied from a Base (envtest removes only a directory it made)
 }
 
 // Start starts etcd and kube-apiserver on 127.0.0.1 with free ports.
 func Start(opts Options) (*Hub, error) {
-	bin := opts.BinDir
-	if bin == "" {
-		bin = DefaultBinDir()
+	if opts.BinDir == "" {
+		opts.BinDir = DefaultBinDir()
 	}
-	if err := CheckBinaries(bin, "kube-apiserver", "etcd", "kubectl"); err != nil {
+	if err := CheckBinaries(opts.BinDir, "kube-apiserver", "etcd", "kubectl"); err != nil {
 		return nil, err
 	}
+	if opts.Base == nil {
+		return start(opts, "")
+	}
+	data, err := baseData(opts.BinDir, opts.Base)
+	if err != nil {
+		return nil, err
+	}
+	h, err := start(opts, data)
+	if err != nil {
+		_ = os.RemoveAll(data)
+		return nil, err
+	}
+	h.etcdData = data
+	return h, nil
+}
+
+// start starts a hub whose etcd keeps its data in etcdData (the caller removes it), or in a directory envtest makes
+// and removes when etcdData is "".
+func start(opts Options, etcdData string) (*Hub, error) {
+	bin := opts.BinDir
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
 	}
@@ -87,6 +109,9 @@ func Start(opts Options) (*Hub, error) {
 		BinaryAssetsDirectory:    bin,
 		ControlPlaneStartTimeout: opts.StartTimeout,
 		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	if etcdData != "" {
+		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdData}
 	}
 	// A directory of our own (envtest replaces one it made itself on every start): the serving certificate, and
 	// so the clients' CA, survive StopAPIServer/StartAPIServer.
@@ -187,5 +212,8 @@ func (h *Hub) Stop() error {
 	}
 	err := h.Env.Stop()
 	_ = os.RemoveAll(h.certDir)
+	if h.etcdData != "" {
+		_ = os.RemoveAll(h.etcdData)
+	}
 	return err
 }

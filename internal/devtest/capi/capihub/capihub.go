@@ -13,6 +13,7 @@ package capihub
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -168,7 +169,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if opts.ServiceAccounts {
 		flags["disable-admission-plugins"] = nil // not passed: the default plugins, ServiceAccount among them
 	}
-	e.Hub, err = localhub.Start(localhub.Options{BinDir: opts.BinDir, APIServerFlags: flags})
+	base, err := standardBase()
+	if err != nil {
+		return nil, err
+	}
+	e.Hub, err = localhub.Start(localhub.Options{BinDir: opts.BinDir, APIServerFlags: flags, Base: base})
 	if err != nil {
 		return nil, err
 	}
@@ -343,18 +348,43 @@ func StandardCRDs() ([]*unstructured.Unstructured, error) {
 	return all, nil
 }
 
-func (e *Env) installCRDs(ctx context.Context) error {
+// standardBase is the hub every Env starts from: the StandardCRDs, applied and Established (a cluster has them before
+// capi-private is installed). The base is built once and cached by localhub; its Key is the CRDs' content.
+func standardBase() (*localhub.Base, error) {
 	standard, err := StandardCRDs()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pending, err := crds.Apply(ctx, e.Client, standard, FieldManager)
-	if err != nil {
-		return err
+	h := sha256.New()
+	for _, crd := range standard {
+		data, err := crd.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		h.Write(data)
 	}
-	if err := crds.WaitEstablished(ctx, e.Client, pending); err != nil {
-		return err
-	}
+	return &localhub.Base{
+		Key: "capihub standard CRDs " + hex.EncodeToString(h.Sum(nil)),
+		Build: func(ctx context.Context, cfg *rest.Config) error {
+			scheme := runtime.NewScheme()
+			if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+				return err
+			}
+			c, err := client.New(cfg, client.Options{Scheme: scheme})
+			if err != nil {
+				return err
+			}
+			pending, err := crds.Apply(ctx, c, standard, FieldManager)
+			if err != nil {
+				return err
+			}
+			return crds.WaitEstablished(ctx, c, pending)
+		},
+	}, nil
+}
+
+// installCRDs installs the private CRDs as capi-private does (the standard ones come with the hub's base).
+func (e *Env) installCRDs(ctx context.Context) error {
 	return crds.Install(ctx, e.Client, crds.InstallOptions{ClientConfig: e.WebhookClientConfig()})
 }
 

@@ -3,7 +3,9 @@ package sphub
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -13,8 +15,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/localhub"
 )
 
 // crdFS holds the reviewed CRD manifests, regenerated from pinned Go modules by `make crds` (hack/crds.sh).
@@ -76,6 +81,30 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 		}
 		return true, nil
 	})
+}
+
+// crdBase is the hub every local hub starts from: the embedded CRDs, applied and Established. localhub builds it
+// once and caches it; its Key is the manifests' content.
+func crdBase() (*localhub.Base, error) {
+	h := sha256.New()
+	for _, name := range crdFiles() {
+		data, err := crdFS.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(data))
+		h.Write(data)
+	}
+	return &localhub.Base{
+		Key: "sphub CRDs " + hex.EncodeToString(h.Sum(nil)),
+		Build: func(ctx context.Context, cfg *rest.Config) error {
+			c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+			if err != nil {
+				return err
+			}
+			return InstallCRDs(ctx, c)
+		},
+	}, nil
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {

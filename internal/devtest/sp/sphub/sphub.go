@@ -101,7 +101,11 @@ func Start(ctx context.Context, opts Options) (_ *Hub, err error) {
 	}()
 
 	began := time.Now()
-	if h.local, err = localhub.Start(localhub.Options{BinDir: bin}); err != nil {
+	base, err := crdBase()
+	if err != nil {
+		return nil, err
+	}
+	if h.local, err = localhub.Start(localhub.Options{BinDir: bin, Base: base}); err != nil {
 		return nil, err
 	}
 	h.Config = h.local.Config
@@ -114,10 +118,7 @@ func Start(ctx context.Context, opts Options) (_ *Hub, err error) {
 	if err = h.writeKubeconfig(); err != nil {
 		return nil, err
 	}
-	if err = InstallCRDs(ctx, h.Client); err != nil {
-		return nil, err
-	}
-	log.Info("local hub: CRDs established", "count", len(crdFiles()))
+	log.Info("local hub: CRDs established (the hub's base)", "count", len(crdFiles()))
 	// The real garbage collector (ownerReferences) and namespace controller, as every hub runs them; started after
 	// the CRDs so its first discovery sees them.
 	kc, err := os.ReadFile(h.KubeconfigPath)
