@@ -18,10 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/buildinfo"
@@ -209,11 +207,7 @@ func newCRDsInstallCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			scheme := runtime.NewScheme()
-			if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-				return err
-			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme})
+			c, err := crds.NewClient(cfg)
 			if err != nil {
 				return err
 			}

@@ -11,7 +11,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/groups"
@@ -78,6 +80,16 @@ func Install(ctx context.Context, c client.Client, opts InstallOptions) error {
 		return fmt.Errorf("conversion webhook probe (dryRun=All create of a v1beta1 Machine) did not pass: %w", errors.Join(err, probeErr))
 	}
 	return nil
+}
+
+// NewClient is a client for cfg that reads and writes CRDs (apiextensions.k8s.io/v1): what Install, Apply and
+// WaitEstablished take.
+func NewClient(cfg *rest.Config) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 // applyWorkers bounds the CRDs applied at once.

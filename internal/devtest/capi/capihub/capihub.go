@@ -366,11 +366,7 @@ func standardBase() (*localhub.Base, error) {
 	return &localhub.Base{
 		Key: "capihub standard CRDs " + hex.EncodeToString(h.Sum(nil)),
 		Build: func(ctx context.Context, cfg *rest.Config) error {
-			scheme := runtime.NewScheme()
-			if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-				return err
-			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme})
+			c, err := crds.NewClient(cfg)
 			if err != nil {
 				return err
 			}
