@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -199,26 +200,8 @@ func TestHealthRestartsRollBack(t *testing.T) {
 func TestHealthMachineRollsBack(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, "nodedown", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
-	node := &corev1.Node{}
-	if err := harness.Client.Get(t.Context(), client.ObjectKey{Name: r.before[0].NodeName}, node); err != nil {
-		t.Fatal(err)
-	}
-	setReady := func(status corev1.ConditionStatus) {
-		cur := &corev1.Node{}
-		if err := harness.Client.Get(context.Background(), client.ObjectKeyFromObject(node), cur); err != nil {
-			t.Error(err)
-			return
-		}
-		orig := cur.DeepCopy()
-		for i := range cur.Status.Conditions {
-			if cur.Status.Conditions[i].Type == corev1.NodeReady {
-				cur.Status.Conditions[i].Status, cur.Status.Conditions[i].Reason = status, "TestKubeletStopped"
-			}
-		}
-		if err := harness.Client.Status().Patch(context.Background(), cur, client.MergeFrom(orig)); err != nil {
-			t.Error(err)
-		}
-	}
+	node := r.before[0].NodeName
+	setReady := func(status corev1.ConditionStatus) { setNodeReady(t, node, status) }
 	t.Cleanup(func() { setReady(corev1.ConditionTrue) })
 	// Resuming's deadline leaves the CAPI controllers time to carry the NotReady Node into the private Machine's and
 	// Cluster's conditions on a loaded machine (25 s once ended the run before they had: a bare
@@ -248,6 +231,111 @@ func TestHealthMachineRollsBack(t *testing.T) {
 		!strings.HasPrefix(why[len(prefix):], "Machine/") && !strings.HasPrefix(why[len(prefix):], "Cluster/") {
 		t.Errorf("rollback %q, want a Machine's or the Cluster's condition regression", why)
 	}
+}
+
+// setNodeReady sets the Ready condition of Node name, as its kubelet would report it; any status but True also
+// stops the simulated kubelet (the ledger provider would report the Node Ready again), True starts it.
+func setNodeReady(t *testing.T, name string, status corev1.ConditionStatus) {
+	t.Helper()
+	cur := &corev1.Node{}
+	if err := harness.Client.Get(context.Background(), client.ObjectKey{Name: name}, cur); err != nil {
+		t.Error(err)
+		return
+	}
+	orig := cur.DeepCopy()
+	if status == corev1.ConditionTrue {
+		delete(cur.Annotations, capipods.KubeletStoppedAnnotation)
+	} else {
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, capipods.KubeletStoppedAnnotation, "true")
+	}
+	if err := harness.Client.Patch(context.Background(), cur, client.MergeFrom(orig)); err != nil {
+		t.Error(err)
+		return
+	}
+	orig = cur.DeepCopy()
+	for i := range cur.Status.Conditions {
+		if cur.Status.Conditions[i].Type == corev1.NodeReady {
+			cur.Status.Conditions[i].Status, cur.Status.Conditions[i].Reason = status, "TestKubelet"+string(status)
+		}
+	}
+	if err := harness.Client.Status().Patch(context.Background(), cur, client.MergeFrom(orig)); err != nil {
+		t.Error(err)
+	}
+}
+
+// readyReplicas is status.readyReplicas of the one object of kind (MachineDeployment, MachineSet) of r in groups g
+// (-1 when there is not exactly one, or its controller has not counted yet). It may run outside the test's
+// goroutine.
+func (r *rig) readyReplicas(g capipods.Groups, kind string) int64 {
+	mds, err := r.hc.List(context.Background(), harness.Client, g, kind)
+	if err != nil || len(mds) != 1 {
+		return -1
+	}
+	n, found, _ := unstructured.NestedInt64(mds[0].Object, "status", "readyReplicas")
+	if !found {
+		return -1
+	}
+	return n
+}
+
+// TestMachineReadyAfterSwitchMigrates: a migration starts while a Node is NotReady (the settled check asks for
+// every replica up to date, not ready), so the paused legacy MachineDeployment keeps readyReplicas 0. Once the
+// private Cluster is unpaused the Node turns Ready and the private controllers count the Machine ready: more ready
+// replicas than the legacy object's are no regression, and the run migrates instead of rolling back at Resuming's
+// deadline.
+func TestMachineReadyAfterSwitchMigrates(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "nodeup", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy})
+	node := r.before[0].NodeName
+	// Counted ready first, so that none ready below is the NotReady Node's doing, not a count from before.
+	counted := func(n int64) bool {
+		return r.readyReplicas(capipods.StandardGroups, "MachineSet") == n && r.readyReplicas(capipods.StandardGroups, "MachineDeployment") == n
+	}
+	testwait.For(t, 2*time.Minute, "the legacy MachineSet and MachineDeployment to count their Machine ready", func() bool { return counted(1) })
+	setNodeReady(t, node, corev1.ConditionFalse)
+	t.Cleanup(func() { setNodeReady(t, node, corev1.ConditionTrue) })
+	testwait.For(t, 2*time.Minute, "the legacy Machine to show its Node NotReady, its MachineSet and MachineDeployment to count no ready replica", func() bool {
+		m := r.list(capipods.StandardGroups, "Machine")
+		return len(m) == 1 && nodeConditionFalse(m[0]) && counted(0)
+	})
+	var seen sync.Mutex // the hook runs in the migrator's goroutine
+	var legacyReady, privateReady int64 = -1, -1
+	r.mu.Lock()
+	r.hook = func(a plan.Action) {
+		if a.Kind != plan.UnpausePrivate {
+			return
+		}
+		legacy := r.readyReplicas(capipods.StandardGroups, "MachineDeployment")
+		setNodeReady(t, node, corev1.ConditionTrue)
+		// The hook holds the migrator until the private controllers count the Machine ready, so that every
+		// health check of Resuming compares 1 ready replica with the legacy object's 0.
+		private := int64(-1)
+		testwait.PollEvery(200*time.Millisecond, 2*time.Minute, func() bool {
+			private = r.readyReplicas(capipods.PrivateGroups, "MachineDeployment")
+			return private == 1
+		})
+		seen.Lock()
+		legacyReady, privateReady = legacy, private
+		seen.Unlock()
+	}
+	r.mu.Unlock()
+	// Resuming's deadline is shorter than the run's wait: a check that counted more ready replicas as a
+	// regression would roll back at it. A run that migrates does not wait for it.
+	cfg := testConfig()
+	cfg.ResumeTimeout = 2 * time.Minute
+	r.start(func(o *controller.RunOptions) { o.Config = cfg })
+	a := r.waitAnnotations("migrated or rolled back", runWithin, func(a map[string]string) bool {
+		return migrated(a) || a[plan.FailedAnnotation] != ""
+	})
+	seen.Lock()
+	defer seen.Unlock()
+	if legacyReady != 0 || privateReady != 1 {
+		t.Fatalf("at the switch: legacy readyReplicas %d, private %d; want 0 and 1", legacyReady, privateReady)
+	}
+	if !migrated(a) {
+		t.Fatalf("not migrated: %v", a)
+	}
+	r.checkMigrated(expectedCounts(1, 1, true), 1)
 }
 
 // TestProxyReadFailureRollsBack: the migrator's watch through the in-process proxy fails (fault injected at its

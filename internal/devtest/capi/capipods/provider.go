@@ -36,6 +36,9 @@ const (
 	MachineFinalizer = "kubevirtmachine.infrastructure.cluster.x-k8s.io"
 	// NodeLabel marks the Nodes the ledger provider created.
 	NodeLabel = "capipods.capi-private.dcm.io/ledger"
+	// KubeletStoppedAnnotation ("true") marks a Node whose kubelet a test stopped: the ledger provider no longer
+	// reports it Ready (the Ready condition stays as the test set it), as a kubelet that stopped posting status.
+	KubeletStoppedAnnotation = "capipods.capi-private.dcm.io/kubelet-stopped"
 )
 
 // CAPK kinds in the standard group.
@@ -356,7 +359,7 @@ func (r *machineReconciler) createNode(ctx context.Context, cluster *clusterv1.C
 			return err
 		}
 	}
-	if nodeReady(node) {
+	if nodeReady(node) || node.Annotations[KubeletStoppedAnnotation] == "true" {
 		return nil
 	}
 	now := metav1.Now()
