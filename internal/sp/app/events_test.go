@@ -71,6 +71,24 @@ func (s *statusStream) until(status string, within time.Duration) ([]string, eve
 	return nil, events.Data{}
 }
 
+// next reads the next event, whatever its status.
+func (s *statusStream) next(within time.Duration) events.Data {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		ev, ok, err := s.r.Next(200 * time.Millisecond)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if ok {
+			s.events = append(s.events, ev)
+			return eventData(s.t, ev)
+		}
+	}
+	s.t.Fatalf("no event within %v", within)
+	return events.Data{}
+}
+
 func (s *statusStream) statuses() []string {
 	var out []string
 	for _, ev := range s.events {

@@ -33,6 +33,7 @@ const (
 	Abort                      // drop the connection, do not forward
 	PassThenCut                // forward it, then abort the response (the write happened, the caller never knows)
 	Hang                       // never answer: hold the request until the caller gives up (a hub that hangs)
+	Hold                       // hold the request until Release, then forward it (an API server slow to answer)
 )
 
 // Request describes a request to a rule.
@@ -60,6 +61,9 @@ type Proxy struct {
 	writes  atomic.Int64
 	faults  atomic.Int64
 	watches sync.Map // *watchStream → cancel
+	held    atomic.Int64
+	release chan struct{} // closed by Release
+	once    sync.Once
 }
 
 type watchStream struct{ cancel context.CancelFunc }
@@ -78,7 +82,7 @@ func Start(upstream *rest.Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{URL: "http://" + l.Addr().String(), l: l, rule: func(Request) Verdict { return Pass }}
+	p := &Proxy{URL: "http://" + l.Addr().String(), l: l, rule: func(Request) Verdict { return Pass }, release: make(chan struct{})}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -117,6 +121,12 @@ func (p *Proxy) Writes() int { return int(p.writes.Load()) }
 
 // Faults is the number of requests failed, aborted or cut.
 func (p *Proxy) Faults() int { return int(p.faults.Load()) }
+
+// Held is the number of requests a Hold verdict holds now.
+func (p *Proxy) Held() int { return int(p.held.Load()) }
+
+// Release forwards every request held and every later one a Hold verdict meets.
+func (p *Proxy) Release() { p.once.Do(func() { close(p.release) }) }
 
 // DropWatches ends every watch stream in flight (the client sees the stream end and re-watches).
 func (p *Proxy) DropWatches() int {
@@ -172,6 +182,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.faults.Add(1)
 		<-r.Context().Done()
 		return
+	case Hold:
+		p.held.Add(1)
+		select {
+		case <-p.release:
+			p.held.Add(-1)
+		case <-r.Context().Done():
+			p.held.Add(-1)
+			return
+		}
 	}
 	if req.Write {
 		p.writes.Add(1)

@@ -120,6 +120,36 @@ func TestFailuresAndWatches(t *testing.T) {
 	}
 }
 
+// A held request reaches the API server only after Release; the others pass meanwhile.
+func TestHold(t *testing.T) {
+	p, reached := start(t)
+	p.SetRule(func(r Request) Verdict {
+		if r.Method == "POST" {
+			return Hold
+		}
+		return Pass
+	})
+	answered := make(chan int, 1)
+	go func() {
+		code, err := send(t, p, "POST", "/api/v1/namespaces/x/secrets")
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- code
+	}()
+	testwait.For(t, 5*time.Second, "the POST to be held", func() bool { return p.Held() == 1 })
+	if code, err := send(t, p, "GET", "/api/v1/namespaces/x/secrets"); err != nil || code != http.StatusOK {
+		t.Fatalf("GET while a POST is held: %d %v", code, err)
+	}
+	if n := reached.Load(); n != 1 {
+		t.Fatalf("%d requests reached the API server while the POST was held, want the GET only", n)
+	}
+	p.Release()
+	if code := <-answered; code != http.StatusOK || reached.Load() != 2 || p.Held() != 0 || p.Writes() != 1 {
+		t.Fatalf("after Release: %d, reached %d, held %d, writes %d", code, reached.Load(), p.Held(), p.Writes())
+	}
+}
+
 // FreezeCaches refuses what an informer sends — a watch of any form, a list from a resourceVersion, of any kind and
 // scope — and passes the client's own reads and writes.
 func TestFreezeCaches(t *testing.T) {
