@@ -14,11 +14,11 @@ import (
 // served from the caches anyway (they are not synced).
 func hubObservation(h *hub.Hub, staleAfter time.Duration) func() status.Observation {
 	return func() status.Observation {
-		d := h.LastDiscovery()
-		if d.Reached.IsZero() {
+		reached := h.LastReached()
+		if reached.IsZero() {
 			return status.Observation{}
 		}
-		if age := time.Since(d.Reached); age > staleAfter {
+		if age := time.Since(reached); age > staleAfter {
 			return status.Observation{Lost: true, For: age}
 		}
 		return status.Observation{}

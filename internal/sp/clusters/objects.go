@@ -30,7 +30,7 @@ func (k Key) Less(o Key) bool {
 type View struct {
 	ID            string
 	HostedCluster *hyperv1.HostedCluster // nil: gone (NodePools may still be known)
-	NodePools     []*hyperv1.NodePool    // sorted by name
+	NodePools     []*hyperv1.NodePool    // sorted by name; shared with the cache: read, never modify (like the objects)
 	// Kubeconfig is the Secret named by status.kubeconfig, as metadata only ("" when absent): the operator creates
 	// it with the HostedCluster's labels in recent versions and without labels in older ones, so it is found by
 	// name. Its content is read on demand (hub.Hub.Kubeconfig), only for callers allowed to see it.

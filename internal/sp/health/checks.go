@@ -32,7 +32,7 @@ func HubCheck(h *hub.Hub, staleAfter time.Duration) Check {
 // Available.
 func HyperShiftCheck(h *hub.Hub, namespace string) Check {
 	return Check{Name: "hypershift", Run: func(ctx context.Context) (bool, string) {
-		if !h.LastDiscovery().Served[hub.APIHyperShift] {
+		if !h.Serves(hub.APIHyperShift) {
 			return false, "HostedCluster/NodePool APIs (hypershift.openshift.io/v1beta1) not served"
 		}
 		available, found := h.OperatorAvailable(ctx)

@@ -105,7 +105,7 @@ func (h *Hub) InfraEnvNames(ctx context.Context) ([]string, error) {
 
 // ServesKlusterletAddonConfig reports whether the last discovery found the KlusterletAddonConfig API.
 func (h *Hub) ServesKlusterletAddonConfig() bool {
-	return h.LastDiscovery().Served[APIKlusterletAddonConfig]
+	return h.Serves(APIKlusterletAddonConfig)
 }
 
 // ClusterNamespaceExists reports whether ACM's namespace for a ManagedCluster exists (from the cache).

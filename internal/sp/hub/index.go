@@ -19,7 +19,25 @@ import (
 type entry struct {
 	hc  *hyperv1.HostedCluster
 	nps map[string]*hyperv1.NodePool
-	key clusters.Key
+	// sorted is nps by name, rebuilt on every change of nps: the views share it (read-only), so a GET or a LIST
+	// page allocates no slice per cluster.
+	sorted []*hyperv1.NodePool
+	key    clusters.Key
+}
+
+// sortNodePools rebuilds e.sorted after a change of e.nps (under the write lock). A new slice each time: views
+// handed out before keep the one they have.
+func (e *entry) sortNodePools() {
+	e.sorted = nil
+	if len(e.nps) == 0 {
+		return
+	}
+	sorted := make([]*hyperv1.NodePool, 0, len(e.nps))
+	for _, np := range e.nps {
+		sorted = append(sorted, np)
+	}
+	slices.SortFunc(sorted, func(a, b *hyperv1.NodePool) int { return strings.Compare(a.Name, b.Name) })
+	e.sorted = sorted
 }
 
 // Index is the SP's read model: the cached objects of every cluster, by instance id and in list order. It is fed
@@ -134,7 +152,9 @@ func (x *Index) PutNodePool(np *hyperv1.NodePool) {
 		return
 	}
 	x.mu.Lock()
-	x.entry(id).nps[np.Name] = np
+	e := x.entry(id)
+	e.nps[np.Name] = np
+	e.sortNodePools()
 	x.mu.Unlock()
 	x.notify(id)
 }
@@ -145,6 +165,7 @@ func (x *Index) DeleteNodePool(np *hyperv1.NodePool) {
 	x.mu.Lock()
 	if e := x.byID[id]; e != nil {
 		delete(e.nps, np.Name)
+		e.sortNodePools()
 		x.gc(id)
 	}
 	x.mu.Unlock()
@@ -229,16 +250,7 @@ func (x *Index) IDByName(name string) (string, bool) {
 }
 
 func (x *Index) view(id string, e *entry) clusters.View {
-	v := clusters.View{ID: id, HostedCluster: e.hc}
-	if len(e.nps) > 0 {
-		v.NodePools = make([]*hyperv1.NodePool, 0, len(e.nps))
-		for _, np := range e.nps {
-			v.NodePools = append(v.NodePools, np)
-		}
-		if len(v.NodePools) > 1 {
-			slices.SortFunc(v.NodePools, func(a, b *hyperv1.NodePool) int { return strings.Compare(a.Name, b.Name) })
-		}
-	}
+	v := clusters.View{ID: id, HostedCluster: e.hc, NodePools: e.sorted}
 	if e.hc != nil {
 		if ref := e.hc.Status.KubeConfig; ref != nil {
 			if s := x.secrets[ref.Name]; s != nil && KubeconfigBelongs(e.hc.Namespace, e.hc.Name, e.hc.UID, s) {

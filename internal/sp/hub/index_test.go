@@ -2,6 +2,7 @@ package hub
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -79,6 +80,42 @@ func TestGoneClustersAreSkipped(t *testing.T) {
 	}
 	if (clusters.View{}).Gone() != true {
 		t.Fatal("no HostedCluster: gone")
+	}
+}
+
+// A view's NodePools are sorted by name and follow every change; a view handed out before a change keeps what it
+// was given.
+func TestViewNodePools(t *testing.T) {
+	x := NewIndex("sp")
+	x.PutHostedCluster(hc("a", 0))
+	names := func(v clusters.View) []string {
+		var out []string
+		for _, np := range v.NodePools {
+			out = append(out, np.Name)
+		}
+		return out
+	}
+	pool := func(name string) *hyperv1.NodePool {
+		return &hyperv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: meta.Labels("sp", "a")}}
+	}
+	for _, n := range []string{"c-a-2", "c-a-0", "c-a-1"} {
+		x.PutNodePool(pool(n))
+	}
+	before, _ := x.Get("a")
+	if got := names(before); !slices.Equal(got, []string{"c-a-0", "c-a-1", "c-a-2"}) {
+		t.Fatalf("NodePools %v, want sorted", got)
+	}
+	x.DeleteNodePool(pool("c-a-1"))
+	x.PutNodePool(pool("c-a-3"))
+	after, _ := x.Get("a")
+	if got := names(after); !slices.Equal(got, []string{"c-a-0", "c-a-2", "c-a-3"}) {
+		t.Fatalf("NodePools after a delete and an add %v", got)
+	}
+	if got := names(before); !slices.Equal(got, []string{"c-a-0", "c-a-1", "c-a-2"}) {
+		t.Fatalf("an earlier view changed: %v", got)
+	}
+	if page, _ := x.Page(nil, 10); len(page) != 1 || !slices.Equal(names(page[0]), names(after)) {
+		t.Fatalf("page %v", page)
 	}
 }
 

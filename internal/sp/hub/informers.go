@@ -93,6 +93,21 @@ func isNotFound(err error) bool {
 	return strings.Contains(err.Error(), "the server could not find the requested resource")
 }
 
+// LastReached is when a discovery last reached the hub's API server (zero: never). Unlike LastDiscovery it copies
+// nothing: GET and LIST ask it for every cluster they answer.
+func (h *Hub) LastReached() time.Time {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.last.Reached
+}
+
+// Serves reports whether the last discovery found api served.
+func (h *Hub) Serves(api API) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.last.Served[api]
+}
+
 // LastDiscovery returns the result of the last discovery.
 func (h *Hub) LastDiscovery() Discovery {
 	h.mu.RLock()
