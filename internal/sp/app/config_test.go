@@ -64,7 +64,7 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 	cfg.NATSCredsFile, cfg.NATSUser, cfg.NATSPasswordFile = write("sp.creds", "x"), "keys-user", write("nats.pw", "pw")
 	cfg.NATSCAFile, cfg.NATSCertFile, cfg.NATSKeyFile = write("nats-ca.crt", string(ca.CertPEM)), write("nats.crt", string(client.CertPEM)), write("nats.key", string(client.KeyPEM))
 	cfg.StatusPreset, cfg.StatusSubject, cfg.StatusType, cfg.StatusSource = "spm", "keys.{instanceId}", "keys.type", "keys/{providerName}"
-	cfg.StatusDebounce, cfg.ResyncPeriod = 3*time.Second, 7*time.Minute
+	cfg.StatusDebounce, cfg.StatusSettle, cfg.ResyncPeriod = 3*time.Second, 333*time.Millisecond, 7*time.Minute
 	cfg.StatusCreateStream, cfg.StatusStreamMaxAge = true, 5*time.Hour
 	cfg.LeaderElection, cfg.LeaderElectionNamespace, cfg.LeaseDuration = true, "keys-leases", 21*time.Second
 	cfg.VersionMatrixFile = write("matrix.yaml", "\"4.22\": \"1.35\"\n")
@@ -155,6 +155,8 @@ func TestEveryConfigKeyReachesItsConsumer(t *testing.T) {
 		"statusType":            func() { eq("statusType", pub.Naming.Type, "keys.type") },
 		"statusSource":          func() { eq("statusSource", pub.Naming.Source, "keys/{providerName}") },
 		"statusDebounce":        func() { eq("statusDebounce", pub.Debounce, 3*time.Second) },
+		// Its effect: events.TestSettleCoalescesABurst.
+		"statusSettle": func() { eq("statusSettle", pub.Settle, 333*time.Millisecond) },
 		// The stream it creates: events.TestCreateStream.
 		"statusCreateStream": func() { eq("statusCreateStream", pub.CreateStream, true) },
 		"statusStreamMaxAge": func() { eq("statusStreamMaxAge", pub.StreamMaxAge, 5*time.Hour) },

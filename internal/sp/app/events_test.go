@@ -24,12 +24,15 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 )
 
-// eventsConfig is testConfig with status events on natsURL (200 ms debounce, to keep the tests short).
+// eventsConfig is testConfig with status events on natsURL (200 ms debounce, to keep the tests short), each change
+// published at once (no settle time), so that the tests see every status of a lifecycle; what the settle time
+// coalesces is events.TestSettleCoalescesABurst's.
 func eventsConfig(namespace, provider, natsURL string) config.Config {
 	cfg := testConfig(namespace)
 	cfg.ProviderName = provider
 	cfg.NATSURL = natsURL
 	cfg.StatusDebounce = 200 * time.Millisecond
+	cfg.StatusSettle = 0
 	return cfg
 }
 

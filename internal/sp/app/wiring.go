@@ -127,7 +127,7 @@ func (a *App) buildPublisher(in *inputs) error {
 	a.Publisher = events.New(events.Options{URL: cfg.NATSURL, ProviderName: cfg.ProviderName, Naming: naming,
 		Credentials: events.Credentials{CredsFile: cfg.NATSCredsFile, NkeySeedFile: cfg.NATSNkeySeedFile, User: cfg.NATSUser,
 			PasswordFile: cfg.NATSPasswordFile, CAFile: cfg.NATSCAFile, CertFile: cfg.NATSCertFile, KeyFile: cfg.NATSKeyFile},
-		Debounce: cfg.StatusDebounce, Vocabulary: in.vocabulary, CreateStream: cfg.StatusCreateStream, StreamMaxAge: cfg.StatusStreamMaxAge,
+		Debounce: cfg.StatusDebounce, Settle: cfg.StatusSettle, Vocabulary: in.vocabulary, CreateStream: cfg.StatusCreateStream, StreamMaxAge: cfg.StatusStreamMaxAge,
 		Registry: a.Registry, Log: a.log, Fence: a.leader.Holds})
 	return nil
 }

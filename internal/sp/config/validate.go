@@ -147,6 +147,9 @@ func (c *Config) validateTimings(bad badValue) error {
 	if c.StatusDebounce < 0 {
 		return bad("statusDebounce", "must not be negative")
 	}
+	if c.StatusSettle < 0 {
+		return bad("statusSettle", "must not be negative")
+	}
 	return nil
 }
 

@@ -88,11 +88,12 @@ func (p *Publisher) publishPending(ctx context.Context, id string, now bool) err
 	e.acked, e.ackedGen, e.lastPublish = &s, p.gen, time.Now()
 	superseded := e.pending != nil && *e.pending != s
 	if !superseded {
-		e.pending, e.dueAt = nil, time.Time{}
+		e.pending, e.dueAt, e.since = nil, time.Time{}, time.Time{}
 		if e.forget && p.entries[id] == e {
 			delete(p.entries, id)
 		}
 	} else {
+		e.since = e.lastPublish // reported while this publish was under way
 		e.dueAt = e.lastPublish.Add(p.o.Debounce)
 	}
 	listeners := p.delivered

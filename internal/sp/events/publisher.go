@@ -2,8 +2,10 @@
 // NATS JetStream, acknowledged.
 //
 // Per cluster the publisher keeps the last status the bus acknowledged and the newest status not yet delivered
-// (latest wins). The first change of a cluster goes out at once; further changes within the debounce window after
-// a publish are coalesced and sent when the window ends. A failed publish is retried with exponential backoff,
+// (latest wins). A change goes out once the cluster's status has stayed unchanged for the settle time (so a burst of
+// changes, as HyperShift writes its conditions one after the other, is one event with the last of them), at the
+// latest a debounce window after the first change not yet delivered; further changes within the debounce window
+// after a publish are coalesced and sent when the window ends. A failed publish is retried with exponential backoff,
 // forever; a status is marked delivered only after the JetStream ack, so nothing that was not superseded is lost.
 //
 // A resync re-publishes every cluster's unchanged status. Those re-publishes wait in a backlog that is fed to the
@@ -38,10 +40,13 @@ type Options struct {
 	ProviderName string
 	Naming       Naming
 	Debounce     time.Duration // coalescing window after a publish (default 1s; 0 = none)
-	RetryMin     time.Duration // first retry delay (default 1s)
-	RetryMax     time.Duration // longest retry delay (default 30s)
-	Timeout      time.Duration // one publish attempt (default 5s)
-	Workers      int           // parallel publishes (default 8)
+	// Settle is how long a cluster's status must stay unchanged before it is published (the trailing edge; 0 = at
+	// once), bounded by Debounce after its first unpublished change.
+	Settle   time.Duration
+	RetryMin time.Duration // first retry delay (default 1s)
+	RetryMax time.Duration // longest retry delay (default 30s)
+	Timeout  time.Duration // one publish attempt (default 5s)
+	Workers  int           // parallel publishes (default 8)
 	// Vocabulary decides the word an event carries for a reported status (its EventStatus); nil: the status itself.
 	Vocabulary status.Vocabulary
 	// CreateStream makes the publisher create or update its own stream (StreamName()) for its subjects, keeping
@@ -79,6 +84,9 @@ type Publisher struct {
 func New(o Options) *Publisher {
 	if o.Debounce < 0 {
 		o.Debounce = 0
+	}
+	if o.Settle < 0 {
+		o.Settle = 0
 	}
 	if o.RetryMin == 0 {
 		o.RetryMin = time.Second

@@ -138,8 +138,8 @@ func TestSPMPreset(t *testing.T) {
 	}
 }
 
-// A burst within the debounce window is coalesced: the first change goes out at once, the latest of the rest at
-// the end of the window; nothing in between.
+// A burst within the debounce window is coalesced: without a settle time the first change goes out at once, the
+// latest of the rest at the end of the window; nothing in between.
 func TestDebounceLatestWins(t *testing.T) {
 	url, _ := startNATS(t, true)
 	p := startPublisher(t, Options{URL: url, Debounce: 400 * time.Millisecond})

@@ -19,6 +19,7 @@ type entry struct {
 	acked       *state    // last status the bus acknowledged
 	ackedGen    uint64    // resync generation of that ack
 	lastPublish time.Time // end of the last successful publish (debounce window start)
+	since       time.Time // when the oldest change not yet delivered was reported (zero: none)
 	dueAt       time.Time // when the pending status is scheduled
 	forget      bool      // drop the entry once pending is delivered
 	backlog     bool      // pending is an unchanged re-publish waiting in the backlog, not in the queue
@@ -55,22 +56,40 @@ func (p *Publisher) Report(id string, r status.Report) {
 		}
 		return
 	}
+	if e.pending == nil || e.backlog {
+		e.since = now
+	}
 	e.backlog = false // a change: scheduled now (its place in the backlog, if any, is skipped)
 	e.pending = &s
-	delay := time.Duration(0)
-	if !e.lastPublish.IsZero() {
-		if end := e.lastPublish.Add(p.o.Debounce); end.After(now) {
-			delay = end.Sub(now)
-		}
-	}
-	scheduled := !e.dueAt.IsZero() && !e.dueAt.After(now.Add(delay))
-	if !scheduled {
-		e.dueAt = now.Add(delay)
-	}
+	due := publishAt(now, e.since, e.lastPublish, p.o.Settle, p.o.Debounce)
+	// A publish already scheduled no later than due finds the new due when it runs and waits for it.
+	scheduled := !e.dueAt.IsZero() && !e.dueAt.After(due)
+	e.dueAt = due
 	p.mu.Unlock()
 	if !scheduled {
-		p.add(id, delay)
+		p.add(id, max(due.Sub(now), 0))
 	}
+}
+
+// publishAt is when a change reported at now is published: once the cluster's status has stayed unchanged for
+// settle (the trailing edge: a burst of changes goes out as one event, its last), but no later than debounce after
+// the oldest change not yet delivered (since: a cluster that keeps changing is still reported), and never sooner than
+// debounce after the last publish (at most one event per cluster per window). settle 0 publishes at once, debounce 0
+// never waits.
+func publishAt(now, since, lastPublish time.Time, settle, debounce time.Duration) time.Time {
+	due := now.Add(settle)
+	if limit := since.Add(debounce); due.After(limit) {
+		due = limit
+	}
+	if due.Before(now) {
+		due = now
+	}
+	if !lastPublish.IsZero() {
+		if end := lastPublish.Add(debounce); end.After(due) {
+			due = end
+		}
+	}
+	return due
 }
 
 // add schedules an instance's publish (a no-op while not running: Start picks up everything pending).

@@ -1,0 +1,103 @@
+package events
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/status"
+)
+
+func TestPublishAt(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	const settle, debounce = 250 * time.Millisecond, time.Second
+	for _, c := range []struct {
+		name             string
+		now, since, last time.Time
+		settle, debounce time.Duration
+		want             time.Time
+	}{
+		{"a first change waits for the status to settle", ms(0), ms(0), time.Time{}, settle, debounce, ms(250)},
+		{"a later change of the burst moves the publish", ms(40), ms(0), time.Time{}, settle, debounce, ms(290)},
+		{"a cluster that keeps changing is published a window after its first change", ms(900), ms(0), time.Time{}, settle, debounce, ms(1000)},
+		{"no sooner than a window after the last publish", ms(100), ms(100), ms(0), settle, debounce, ms(1000)},
+		{"settled after a window since the last publish", ms(2000), ms(2000), ms(0), settle, debounce, ms(2250)},
+		{"overdue (a retried publish): now", ms(5000), ms(0), time.Time{}, settle, debounce, ms(5000)},
+		{"no settle: at once", ms(0), ms(0), time.Time{}, 0, debounce, ms(0)},
+		{"no settle, within the window: its end", ms(300), ms(300), ms(0), 0, debounce, ms(1000)},
+		{"no debounce: at once", ms(40), ms(0), ms(20), settle, 0, ms(40)},
+	} {
+		if got := publishAt(c.now, c.since, c.last, c.settle, c.debounce); !got.Equal(c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got.Sub(t0), c.want.Sub(t0))
+		}
+	}
+}
+
+// A burst of changes is one event, the last of them, sent once the status has settled; a cluster whose status keeps
+// changing is still reported, a debounce window after its first change.
+func TestSettleCoalescesABurst(t *testing.T) {
+	url, _ := startNATS(t, true)
+	const settle, debounce = 200 * time.Millisecond, time.Second
+	p := startPublisher(t, Options{URL: url, Settle: settle, Debounce: debounce})
+	var mu sync.Mutex
+	var delivered []string
+	at := map[string]time.Time{}
+	p.OnDelivered(func(id string, st status.Status) {
+		mu.Lock()
+		delivered = append(delivered, id+"/"+string(st))
+		at[id] = time.Now()
+		mu.Unlock()
+	})
+	count := func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, d := range delivered {
+			if strings.HasPrefix(d, id+"/") {
+				n++
+			}
+		}
+		return n
+	}
+
+	// The term runs (a status reported before it begins goes out when it begins, settled or not).
+	p.Report("warm", status.Report{Status: status.Ready})
+	waitTrue(t, func() bool { return p.Delivered("warm", status.Ready) })
+
+	for _, st := range []status.Status{status.Pending, status.Provisioning, status.Ready} {
+		p.Report("burst", status.Report{Status: st, Message: string(st)})
+	}
+	last := time.Now()
+	waitTrue(t, func() bool { return p.Delivered("burst", status.Ready) })
+	mu.Lock()
+	sent := at["burst"]
+	mu.Unlock()
+	if n := count("burst"); n != 1 {
+		t.Fatalf("%d events for a burst of 3 changes, want 1 (the last)", n)
+	}
+	if sent.Sub(last) < settle {
+		t.Fatalf("published %v after the burst's last change, before it settled (%v)", sent.Sub(last), settle)
+	}
+	if evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.burst.status", 1, 5*time.Second); len(evs) != 1 || data(t, evs[0]).Status != "READY" {
+		t.Fatalf("events %v", evs)
+	}
+
+	// Changing every 50 ms, faster than it settles: delivered while the changes go on.
+	first := time.Now()
+	for i := 0; count("busy") == 0; i++ {
+		if time.Since(first) > 10*debounce {
+			t.Fatal("a cluster that keeps changing was never reported")
+		}
+		p.Report("busy", status.Report{Status: status.Provisioning, Message: fmt.Sprintf("step %d", i)})
+		time.Sleep(50 * time.Millisecond) // the changes' pace
+	}
+	mu.Lock()
+	sent = at["busy"]
+	mu.Unlock()
+	if d := sent.Sub(first); d < debounce {
+		t.Fatalf("a busy cluster reported %v after its first change, before the window ended", d)
+	}
+}
