@@ -67,10 +67,10 @@ func TestSettleCoalescesABurst(t *testing.T) {
 	p.Report("warm", status.Report{Status: status.Ready})
 	waitTrue(t, func() bool { return p.Delivered("warm", status.Ready) })
 
-	for _, st := range []status.Status{status.Pending, status.Provisioning, status.Ready} {
-		p.Report("burst", status.Report{Status: st, Message: string(st)})
-	}
-	last := time.Now()
+	p.Report("burst", status.Report{Status: status.Pending, Message: "a"})
+	p.Report("burst", status.Report{Status: status.Provisioning, Message: "b"})
+	last := time.Now() // no later than the last change's report
+	p.Report("burst", status.Report{Status: status.Ready, Message: "c"})
 	waitTrue(t, func() bool { return p.Delivered("burst", status.Ready) })
 	mu.Lock()
 	sent := at["burst"]
