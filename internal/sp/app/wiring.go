@@ -88,7 +88,7 @@ func (a *App) buildService(in *inputs) error {
 		Vocabulary:        in.vocabulary,
 		Observed:          hubObservation(h, hubStaleAfter), DeleteKeyRetention: cfg.DeleteKeyRetention,
 	}, log)
-	h.Index().OnChange(svc.IndexChanged) // GET and LIST build a changed cluster afresh
+	h.Index().OnChange(svc.IndexChanged) // GET and LIST build a changed cluster afresh; a gone one is forgotten
 	a.Service = svc
 	return nil
 }

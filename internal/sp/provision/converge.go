@@ -92,15 +92,15 @@ func (s *Converger) stillLive(ctx context.Context, hc *hyperv1.HostedCluster) er
 // and completes the Agent reservation. ch, when set, records what was created (a create's rollback).
 func (s *Converger) EnsureChildren(ctx context.Context, hc *hyperv1.HostedCluster, spec *clusters.Spec, objs render.Objects, ch *changes) error {
 	id := meta.InstanceID(hc.Labels)
-	// Only the reconciler (ch == nil) remembers what it ensured: it also forgets it when the cluster goes, whereas a
-	// create served by a follower would leave it behind for good.
-	remember := ch == nil
+	// What is ensured is remembered, what a create ensured too (the reconciler then neither reads the lock nor writes
+	// the KlusterletAddonConfig again); every replica forgets an instance once its index no longer knows it
+	// (IndexChanged), so a create served by a follower leaves nothing behind.
 	taken := ch.lock()
 	idx := s.index
 	v, _ := idx.Get(id)
 	// The lock's ownership and the children do not depend on one another: they are written in parallel (a create's
 	// latency is then one round trip for all of them, not one per object).
-	steps := []func() error{func() error { return s.ensureInstanceLock(ctx, hc, taken, remember) }}
+	steps := []func() error{func() error { return s.ensureInstanceLock(ctx, hc, taken) }}
 	creates := false
 	for _, sec := range objs.Secrets {
 		if existing, ok := idx.Secret(sec.Name); ok {
@@ -143,7 +143,7 @@ func (s *Converger) EnsureChildren(ctx context.Context, hc *hyperv1.HostedCluste
 			return err
 		}
 	}
-	return s.ensureKlusterletAddonConfig(ctx, id, hc, remember)
+	return s.ensureKlusterletAddonConfig(ctx, id, hc)
 }
 
 // nodePoolOf is the cluster's NodePool in the cache (the SP creates one per cluster), deleting or not.
@@ -239,7 +239,7 @@ func (s *deps) deleteManagedClusterOf(ctx context.Context, name string, uid type
 
 // ensureKlusterletAddonConfig creates the cluster's KAC once ACM's namespace for it exists (when ACM objects are
 // managed and the KAC API is served).
-func (s *Converger) ensureKlusterletAddonConfig(ctx context.Context, id string, hc *hyperv1.HostedCluster, remember bool) error {
+func (s *Converger) ensureKlusterletAddonConfig(ctx context.Context, id string, hc *hyperv1.HostedCluster) error {
 	if !s.cfg.ManageACMObjects || !s.catalog.ServesKlusterletAddonConfig() {
 		return nil
 	}
@@ -259,11 +259,9 @@ func (s *Converger) ensureKlusterletAddonConfig(ctx context.Context, id string, 
 		}
 		return fmt.Errorf("creating KlusterletAddonConfig %s: %w", hc.Name, err)
 	}
-	if remember {
-		s.mu.Lock()
-		s.kacDone[id] = true
-		s.mu.Unlock()
-	}
+	s.mu.Lock()
+	s.kacDone[id] = true
+	s.mu.Unlock()
 	return nil
 }
 
@@ -356,9 +354,9 @@ func parallel(steps ...func() error) error {
 }
 
 // ensureInstanceLock makes a live cluster's lock exist, owned by its HostedCluster alone and carrying its stored
-// spec. Done once per HostedCluster per process when remembered (the garbage collector, not the SP, removes it).
+// spec. Done once per HostedCluster per process (the garbage collector, not the SP, removes it).
 // taken is the lock this create has just taken, if any (no need to read it back).
-func (s *Converger) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedCluster, taken *corev1.ConfigMap, remember bool) error {
+func (s *Converger) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedCluster, taken *corev1.ConfigMap) error {
 	id := meta.InstanceID(hc.Labels)
 	s.mu.Lock()
 	done := s.lockDone[id] == hc.UID
@@ -389,11 +387,9 @@ func (s *Converger) ensureInstanceLock(ctx context.Context, hc *hyperv1.HostedCl
 	if err != nil {
 		return fmt.Errorf("the lock of instance %s: %w", id, err)
 	}
-	if remember {
-		s.mu.Lock()
-		s.lockDone[id] = hc.UID
-		s.mu.Unlock()
-	}
+	s.mu.Lock()
+	s.lockDone[id] = hc.UID
+	s.mu.Unlock()
 	return nil
 }
 

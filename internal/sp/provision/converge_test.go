@@ -152,12 +152,16 @@ func TestSweepOrphans(t *testing.T) {
 	}
 }
 
-// What the reconciler ensured once is remembered per instance, and forgotten with the cluster; LiveView reads the
-// API server (nil HostedCluster: gone).
+// What a create or the reconciler ensured once is remembered per instance (the reconciler does not read the lock a
+// create owned again), and forgotten once the index no longer knows the cluster; LiveView reads the API server (nil
+// HostedCluster: gone).
 func TestConvergerMemoryAndLiveView(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.create(id1, "", kubevirtBody("alpha", 2))
+	if n := f.svc.Remembered(); n != 1 {
+		t.Fatalf("remembered %d instances after a create, want 1", n)
+	}
 	hc := f.hostedCluster("alpha")
 	if err := f.svc.Converge(ctx, hc); err != nil {
 		t.Fatal(err)
@@ -177,8 +181,10 @@ func TestConvergerMemoryAndLiveView(t *testing.T) {
 	if v, err := f.svc.LiveView(ctx, id1, hc); err != nil || v.HostedCluster != nil {
 		t.Fatalf("LiveView of a gone cluster: %v, %+v", err, v)
 	}
-	f.svc.Forget(id1)
+	if _, known := f.index.Get(id1); known {
+		t.Fatal("the index still knows the deleted cluster")
+	}
 	if n := f.svc.Remembered(); n != 0 {
-		t.Fatalf("remembered %d instances after Forget", n)
+		t.Fatalf("remembered %d instances after the index dropped the cluster", n)
 	}
 }

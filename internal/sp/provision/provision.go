@@ -52,6 +52,13 @@ func New(p Ports, cfg Config, log *slog.Logger) Services {
 	return Services{Writer: NewWriter(p, cfg, conv, log), Reader: NewReader(p, cfg, log), Converger: conv}
 }
 
+// IndexChanged is what the services do when the index reports a cluster changed or gone: the reader builds it
+// afresh, the converger forgets a gone one. Register it with the index on every replica.
+func (s Services) IndexChanged(id string) {
+	s.Reader.IndexChanged(id)
+	s.Converger.IndexChanged(id)
+}
+
 // withDefaults fills in the defaults of the unset durations and the vocabulary (the seed).
 func (cfg Config) withDefaults() Config {
 	if cfg.Vocabulary == nil {
