@@ -2,10 +2,10 @@
 // NATS JetStream, acknowledged.
 //
 // Per cluster the publisher keeps the last status the bus acknowledged and the newest status not yet delivered
-// (latest wins). A change goes out once the cluster's status has stayed unchanged for the settle time (so a burst of
-// changes, as HyperShift writes its conditions one after the other, is one event with the last of them), at the
-// latest a debounce window after the first change not yet delivered; further changes within the debounce window
-// after a publish are coalesced and sent when the window ends. A failed publish is retried with exponential backoff,
+// (latest wins). A new status goes out at once. A new message within the status last delivered goes out once it has
+// stayed unchanged for the settle time (so a burst of them, as HyperShift writes its conditions one after the other,
+// is one event with the last), at the latest a debounce window after the first one not yet delivered. Further
+// changes within the debounce window after a publish are coalesced and sent when the window ends. A failed publish is retried with exponential backoff,
 // forever; a status is marked delivered only after the JetStream ack, so nothing that was not superseded is lost.
 //
 // A resync re-publishes every cluster's unchanged status. Those re-publishes wait in a backlog that is fed to the
@@ -40,8 +40,9 @@ type Options struct {
 	ProviderName string
 	Naming       Naming
 	Debounce     time.Duration // coalescing window after a publish (default 1s; 0 = none)
-	// Settle is how long a cluster's status must stay unchanged before it is published (the trailing edge; 0 = at
-	// once), bounded by Debounce after its first unpublished change.
+	// Settle is how long a new message within a cluster's delivered status must stay unchanged before it is
+	// published (the trailing edge; 0 = at once), bounded by Debounce after its first unpublished change. A new
+	// status does not settle.
 	Settle   time.Duration
 	RetryMin time.Duration // first retry delay (default 1s)
 	RetryMax time.Duration // longest retry delay (default 30s)

@@ -61,7 +61,7 @@ func (p *Publisher) Report(id string, r status.Report) {
 	}
 	e.backlog = false // a change: scheduled now (its place in the backlog, if any, is skipped)
 	e.pending = &s
-	due := publishAt(now, e.since, e.lastPublish, p.o.Settle, p.o.Debounce)
+	due := publishAt(now, e.since, e.lastPublish, settleFor(e.acked, s, p.o.Settle), p.o.Debounce)
 	// A publish already scheduled no later than due finds the new due when it runs and waits for it.
 	scheduled := !e.dueAt.IsZero() && !e.dueAt.After(due)
 	e.dueAt = due
@@ -69,6 +69,17 @@ func (p *Publisher) Report(id string, r status.Report) {
 	if !scheduled {
 		p.add(id, max(due.Sub(now), 0))
 	}
+}
+
+// settleFor is how long a change must stay unchanged before it is published: a new status (or a cluster's first)
+// is news and waits for nothing but the debounce window, so a status that lasts only a moment (READY just before a
+// DELETE) is not coalesced away by the settle time; a change of message within the status the bus last acknowledged
+// (conditions written one after the other) settles.
+func settleFor(acked *state, s state, settle time.Duration) time.Duration {
+	if acked == nil || acked.status != s.status {
+		return 0
+	}
+	return settle
 }
 
 // publishAt is when a change reported at now is published: once the cluster's status has stayed unchanged for

@@ -36,8 +36,27 @@ func TestPublishAt(t *testing.T) {
 	}
 }
 
-// A burst of changes is one event, the last of them, sent once the status has settled; a cluster whose status keeps
-// changing is still reported, a debounce window after its first change.
+func TestSettleFor(t *testing.T) {
+	const settle = 250 * time.Millisecond
+	provisioning := &state{status: "PROVISIONING", message: "a"}
+	for _, c := range []struct {
+		name  string
+		acked *state
+		s     state
+		want  time.Duration
+	}{
+		{"a cluster's first status: at once", nil, state{status: "PENDING"}, 0},
+		{"a new status: at once", provisioning, state{status: "READY", message: "a"}, 0},
+		{"a new message of the same status: settles", provisioning, state{status: "PROVISIONING", message: "b"}, settle},
+	} {
+		if got := settleFor(c.acked, c.s, settle); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A new status goes out at once; a burst of new messages within it is one event, the last of them, sent once it has
+// settled; a cluster whose message keeps changing is still reported, a debounce window after its first change.
 func TestSettleCoalescesABurst(t *testing.T) {
 	url, _ := startNATS(t, true)
 	const settle, debounce = 200 * time.Millisecond, time.Second
@@ -67,28 +86,38 @@ func TestSettleCoalescesABurst(t *testing.T) {
 	p.Report("warm", status.Report{Status: status.Ready})
 	waitTrue(t, func() bool { return p.Delivered("warm", status.Ready) })
 
-	p.Report("burst", status.Report{Status: status.Pending, Message: "a"})
+	// A new status (TestSettleFor: it does not settle).
+	p.Report("burst", status.Report{Status: status.Provisioning, Message: "starting"})
+	waitTrue(t, func() bool { return p.Delivered("burst", status.Provisioning) })
+	// Three new messages of that status, after the window: one event, the last, once it has settled.
+	time.Sleep(debounce) // the window after the first publish ends (this part is about settling, not the window)
+	p.Report("burst", status.Report{Status: status.Provisioning, Message: "a"})
 	p.Report("burst", status.Report{Status: status.Provisioning, Message: "b"})
 	last := time.Now() // no later than the last change's report
-	p.Report("burst", status.Report{Status: status.Ready, Message: "c"})
-	waitTrue(t, func() bool { return p.Delivered("burst", status.Ready) })
+	p.Report("burst", status.Report{Status: status.Provisioning, Message: "c"})
+	waitTrue(t, func() bool { return count("burst") == 2 && p.Delivered("burst", status.Provisioning) })
 	mu.Lock()
 	sent := at["burst"]
 	mu.Unlock()
-	if n := count("burst"); n != 1 {
-		t.Fatalf("%d events for a burst of 3 changes, want 1 (the last)", n)
-	}
 	if sent.Sub(last) < settle {
 		t.Fatalf("published %v after the burst's last change, before it settled (%v)", sent.Sub(last), settle)
 	}
-	if evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.burst.status", 1, 5*time.Second); len(evs) != 1 || data(t, evs[0]).Status != "READY" {
-		t.Fatalf("events %v", evs)
+	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.burst.status", 3, 5*time.Second)
+	var msgs []string
+	for _, e := range evs {
+		msgs = append(msgs, data(t, e).Message)
+	}
+	if strings.Join(msgs, ",") != "starting,c" {
+		t.Fatalf("messages published %v, want starting,c", msgs)
 	}
 
-	// Changing every 50 ms, faster than it settles: delivered while the changes go on.
-	first := time.Now()
-	for i := 0; count("busy") == 0; i++ {
-		if time.Since(first) > 10*debounce {
+	// A new message every 50 ms, faster than it settles: delivered while the changes go on.
+	p.Report("busy", status.Report{Status: status.Provisioning, Message: "start"})
+	waitTrue(t, func() bool { return count("busy") == 1 })
+	time.Sleep(debounce) // past the window after that publish
+	begin := time.Now()
+	for i := 0; count("busy") == 1; i++ {
+		if time.Since(begin) > 10*debounce {
 			t.Fatal("a cluster that keeps changing was never reported")
 		}
 		p.Report("busy", status.Report{Status: status.Provisioning, Message: fmt.Sprintf("step %d", i)})
@@ -97,7 +126,7 @@ func TestSettleCoalescesABurst(t *testing.T) {
 	mu.Lock()
 	sent = at["busy"]
 	mu.Unlock()
-	if d := sent.Sub(first); d < debounce {
+	if d := sent.Sub(begin); d < debounce {
 		t.Fatalf("a busy cluster reported %v after its first change, before the window ended", d)
 	}
 }
