@@ -94,7 +94,7 @@ func (s *Converger) EnsureChildren(ctx context.Context, hc *hyperv1.HostedCluste
 	id := meta.InstanceID(hc.Labels)
 	// What is ensured is remembered, what a create ensured too (the reconciler then neither reads the lock nor writes
 	// the KlusterletAddonConfig again); every replica forgets an instance once its index no longer knows it
-	// (IndexChanged), so a create served by a follower leaves nothing behind.
+	// (Services.IndexChanged), so a create served by a follower leaves nothing behind.
 	taken := ch.lock()
 	idx := s.index
 	v, _ := idx.Get(id)

@@ -60,15 +60,8 @@ func (s *Converger) Now() time.Time { return s.now() }
 // StatusSettings are the status function's settings.
 func (s *Converger) StatusSettings() status.Settings { return s.cfg.Status }
 
-// IndexChanged forgets an instance the index reports gone (register it with the index on every replica: a
-// follower remembers what the creates it served ensured).
-func (s *Converger) IndexChanged(id string) {
-	if _, known := s.index.Get(id); !known {
-		s.Forget(id)
-	}
-}
-
-// Forget drops what the service remembers about an instance whose deletion is complete.
+// Forget drops what the service remembers about an instance whose deletion is complete (the reconciler) or that the
+// index no longer knows (Services.IndexChanged).
 func (s *Converger) Forget(id string) {
 	s.mu.Lock()
 	delete(s.kacDone, id)

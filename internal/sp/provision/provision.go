@@ -38,8 +38,8 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/versions"
 )
 
-// Services are the three services of one SP over the same hub. The Reader's IndexChanged must be registered with the
-// index by the caller (New registers nothing).
+// Services are the three services of one SP over the same hub. Their IndexChanged must be registered with the
+// index by the caller, on every replica (New registers nothing).
 type Services struct {
 	*Writer
 	*Reader
@@ -52,11 +52,15 @@ func New(p Ports, cfg Config, log *slog.Logger) Services {
 	return Services{Writer: NewWriter(p, cfg, conv, log), Reader: NewReader(p, cfg, log), Converger: conv}
 }
 
-// IndexChanged is what the services do when the index reports a cluster changed or gone: the reader builds it
-// afresh, the converger forgets a gone one. Register it with the index on every replica.
+// IndexChanged is what the services do when the index reports a cluster changed or gone, decided on one lookup:
+// the reader builds it afresh; the converger forgets a gone one (a follower remembers what the creates it served
+// ensured, and never reconciles).
 func (s Services) IndexChanged(id string) {
-	s.Reader.IndexChanged(id)
-	s.Converger.IndexChanged(id)
+	_, known := s.Reader.index.Get(id)
+	s.Reader.views.changed(id, !known)
+	if !known {
+		s.Converger.Forget(id)
+	}
 }
 
 // withDefaults fills in the defaults of the unset durations and the vocabulary (the seed).

@@ -19,15 +19,10 @@ type Reader struct {
 	builds atomic.Uint64 // numbers the builds views keeps (clusters.Cluster.Build)
 }
 
-// NewReader returns the reader. Register its IndexChanged with the index, so a changed cluster is built afresh.
+// NewReader returns the reader. Services.IndexChanged, registered with the index, makes it build a changed cluster
+// afresh.
 func NewReader(p Ports, cfg Config, log *slog.Logger) *Reader {
 	return &Reader{deps: newDeps(p, cfg, log), views: newViewCache()}
-}
-
-// IndexChanged drops what the reader keeps of a cluster the index reports changed (or gone).
-func (s *Reader) IndexChanged(id string) {
-	_, known := s.index.Get(id)
-	s.views.changed(id, !known)
 }
 
 // Get returns one cluster from the caches.
