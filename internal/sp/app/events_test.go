@@ -53,31 +53,9 @@ func watchEvents(t testing.TB, natsURL, provider, id string) *statusStream {
 	return &statusStream{t: t, r: r}
 }
 
-// until reads events until one has the status, and returns the collapsed status sequence so far.
-func (s *statusStream) until(status string, within time.Duration) ([]string, events.Data) {
+// read reads the next event before deadline (false: none came).
+func (s *statusStream) read(deadline time.Time) (events.Data, bool) {
 	s.t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		ev, ok, err := s.r.Next(200 * time.Millisecond)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		if !ok {
-			continue
-		}
-		s.events = append(s.events, ev)
-		if d := eventData(s.t, ev); d.Status == status {
-			return s.statuses(), d
-		}
-	}
-	s.t.Fatalf("no %s event within %v; saw %v", status, within, s.statuses())
-	return nil, events.Data{}
-}
-
-// next reads the next event, whatever its status.
-func (s *statusStream) next(within time.Duration) events.Data {
-	s.t.Helper()
-	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		ev, ok, err := s.r.Next(200 * time.Millisecond)
 		if err != nil {
@@ -85,11 +63,35 @@ func (s *statusStream) next(within time.Duration) events.Data {
 		}
 		if ok {
 			s.events = append(s.events, ev)
-			return eventData(s.t, ev)
+			return eventData(s.t, ev), true
 		}
 	}
-	s.t.Fatalf("no event within %v", within)
-	return events.Data{}
+	return events.Data{}, false
+}
+
+// until reads events until one has the status, and returns the collapsed status sequence so far.
+func (s *statusStream) until(status string, within time.Duration) ([]string, events.Data) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		d, ok := s.read(deadline)
+		if !ok {
+			s.t.Fatalf("no %s event within %v; saw %v", status, within, s.statuses())
+		}
+		if d.Status == status {
+			return s.statuses(), d
+		}
+	}
+}
+
+// next reads the next event, whatever its status.
+func (s *statusStream) next(within time.Duration) events.Data {
+	s.t.Helper()
+	d, ok := s.read(time.Now().Add(within))
+	if !ok {
+		s.t.Fatalf("no event within %v", within)
+	}
+	return d
 }
 
 func (s *statusStream) statuses() []string {

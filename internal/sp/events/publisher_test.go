@@ -86,6 +86,15 @@ func consume(t *testing.T, url, subject string, want int, within time.Duration, 
 	return out
 }
 
+// messages are the events' messages, joined with commas.
+func messages(t *testing.T, evs []cloudevents.Event) string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, data(t, e).Message)
+	}
+	return strings.Join(out, ",")
+}
+
 func data(t *testing.T, ev cloudevents.Event) Data {
 	var d Data
 	if err := ev.DataAs(&d); err != nil {
@@ -153,11 +162,7 @@ func TestDebounceLatestWins(t *testing.T) {
 		p.Report("inst-3", status.Report{Status: st, Message: m})
 	}
 	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-3.status", 3, 2*time.Second)
-	var got []string
-	for _, e := range evs {
-		got = append(got, data(t, e).Message)
-	}
-	if strings.Join(got, ",") != "a,d" {
+	if got := messages(t, evs); got != "a,d" {
 		t.Fatalf("published %v, want a,d", got)
 	}
 	// Reporting the delivered state again publishes nothing; after Resync it is published once more.

@@ -103,12 +103,8 @@ func TestSettleCoalescesABurst(t *testing.T) {
 		t.Fatalf("published %v after the burst's last change, before it settled (%v)", sent.Sub(last), settle)
 	}
 	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.burst.status", 3, 5*time.Second)
-	var msgs []string
-	for _, e := range evs {
-		msgs = append(msgs, data(t, e).Message)
-	}
-	if strings.Join(msgs, ",") != "starting,c" {
-		t.Fatalf("messages published %v, want starting,c", msgs)
+	if got := messages(t, evs); got != "starting,c" {
+		t.Fatalf("messages published %v, want starting,c", got)
 	}
 
 	// A new message every 50 ms, faster than it settles: delivered while the changes go on.
