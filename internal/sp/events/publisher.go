@@ -5,8 +5,9 @@
 // (latest wins). A new status goes out at once. A new message within the status last delivered goes out once it has
 // stayed unchanged for the settle time (so a burst of them, as HyperShift writes its conditions one after the other,
 // is one event with the last), at the latest a debounce window after the first one not yet delivered. Further
-// changes within the debounce window after a publish are coalesced and sent when the window ends. A failed publish is retried with exponential backoff,
-// forever; a status is marked delivered only after the JetStream ack, so nothing that was not superseded is lost.
+// changes within the debounce window after a publish are coalesced and sent when the window ends. A failed publish
+// is retried with exponential backoff, forever; a status is marked delivered only after the JetStream ack, so
+// nothing that was not superseded is lost.
 //
 // A resync re-publishes every cluster's unchanged status. Those re-publishes wait in a backlog that is fed to the
 // workers only while their queue is short, so a real change reported meanwhile goes out after a handful of them,

@@ -186,10 +186,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.held.Add(1)
 		select {
 		case <-p.release:
-			p.held.Add(-1)
 		case <-r.Context().Done():
-			p.held.Add(-1)
-			return
+		}
+		p.held.Add(-1)
+		if r.Context().Err() != nil {
+			return // the caller gave up first
 		}
 	}
 	if req.Write {
