@@ -90,8 +90,8 @@ type Config struct {
 	StatusSubject    string        `key:"statusSubject" usage:"subject template, overrides the preset ({providerName}, {instanceId})"`
 	StatusType       string        `key:"statusType" usage:"CloudEvent type template, overrides the preset"`
 	StatusSource     string        `key:"statusSource" usage:"CloudEvent source template, overrides the preset"`
-	StatusDebounce   time.Duration `key:"statusDebounce" default:"1s" usage:"coalesce a cluster's status changes within this window (latest wins): at most one event per cluster per window"`
-	StatusSettle     time.Duration `key:"statusSettle" default:"250ms" usage:"publish a new message of a cluster's status once it has stayed unchanged this long (a burst of them is one event, its last), at the latest statusDebounce after the first; a new status goes out at once; 0: no settling"`
+	StatusDebounce   time.Duration `key:"statusDebounce" default:"1s" usage:"coalesce a cluster's status changes within this window (latest wins): one event per cluster per window, or two when the second is the settled burst right after a new status"`
+	StatusSettle     time.Duration `key:"statusSettle" default:"250ms" usage:"publish a new message of a cluster's status once it has stayed unchanged this long (a burst of them is one event, its last), at the latest statusDebounce after the first; a new status goes out at once, and the burst it begins once settled; 0: no settling"`
 	// Without a stream statuses are held, never counted delivered (docs/dcm.md).
 	StatusCreateStream bool          `key:"statusCreateStream" default:"false" usage:"create or update the SP's own JetStream stream acm-cluster-sp-<providerName> for its status subjects, unless another stream already captures them"`
 	StatusStreamMaxAge time.Duration `key:"statusStreamMaxAge" default:"168h" usage:"retention of the stream statusCreateStream creates (events older than this are discarded)"`

@@ -85,21 +85,25 @@ func (p *Publisher) publishPending(ctx context.Context, id string, now bool) err
 	p.m.published.WithLabelValues(s.status).Inc()
 
 	p.mu.Lock()
-	e.acked, e.ackedGen, e.lastPublish = &s, p.gen, time.Now()
+	at := time.Now()
+	e.lastNews = e.acked == nil || e.acked.status != s.status
+	e.acked, e.ackedGen, e.prevPublish, e.lastPublish = &s, p.gen, e.lastPublish, at
 	superseded := e.pending != nil && *e.pending != s
+	var wait time.Duration
 	if !superseded {
 		e.pending, e.dueAt, e.since = nil, time.Time{}, time.Time{}
 		if e.forget && p.entries[id] == e {
 			delete(p.entries, id)
 		}
 	} else {
-		e.since = e.lastPublish // reported while this publish was under way
-		e.dueAt = e.lastPublish.Add(p.o.Debounce)
+		e.since = at // reported while this publish was under way
+		e.dueAt = e.due(at, *e.pending, p.o)
+		wait = e.dueAt.Sub(at)
 	}
 	listeners := p.delivered
 	p.mu.Unlock()
 	if superseded {
-		p.add(id, p.o.Debounce)
+		p.add(id, wait)
 	}
 	for _, f := range listeners {
 		f(id, status.Status(s.status))

@@ -5,7 +5,9 @@
 // (latest wins). A new status goes out at once. A new message within the status last delivered goes out once it has
 // stayed unchanged for the settle time (so a burst of them, as HyperShift writes its conditions one after the other,
 // is one event with the last), at the latest a debounce window after the first one not yet delivered. Further
-// changes within the debounce window after a publish are coalesced and sent when the window ends. A failed publish
+// changes within the debounce window after a publish are coalesced and sent when the window ends — except the burst
+// a new status begins, which follows it as soon as it has settled: at most two events per cluster in a window, the
+// second only right after a new status. A failed publish
 // is retried with exponential backoff, forever; a status is marked delivered only after the JetStream ack, so
 // nothing that was not superseded is lost.
 //

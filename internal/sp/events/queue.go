@@ -19,6 +19,8 @@ type entry struct {
 	acked       *state    // last status the bus acknowledged
 	ackedGen    uint64    // resync generation of that ack
 	lastPublish time.Time // end of the last successful publish (debounce window start)
+	prevPublish time.Time // end of the successful publish before it
+	lastNews    bool      // the last publish delivered a new status (windowEnd: its burst may follow early)
 	since       time.Time // when the oldest change not yet delivered was reported (zero: none)
 	dueAt       time.Time // when the pending status is scheduled
 	forget      bool      // drop the entry once pending is delivered
@@ -61,7 +63,7 @@ func (p *Publisher) Report(id string, r status.Report) {
 	}
 	e.backlog = false // a change: scheduled now (its place in the backlog, if any, is skipped)
 	e.pending = &s
-	due := publishAt(now, e.since, e.lastPublish, settleFor(e.acked, s, p.o.Settle), p.o.Debounce)
+	due := e.due(now, s, p.o)
 	// A publish already scheduled no later than due finds the new due when it runs and waits for it.
 	scheduled := !e.dueAt.IsZero() && !e.dueAt.After(due)
 	e.dueAt = due
@@ -82,12 +84,16 @@ func settleFor(acked *state, s state, settle time.Duration) time.Duration {
 	return settle
 }
 
+// due is when the entry's pending change s, reported at now, is published.
+func (e *entry) due(now time.Time, s state, o Options) time.Time {
+	return publishAt(now, e.since, windowEnd(e.lastPublish, e.prevPublish, e.lastNews, o.Debounce), settleFor(e.acked, s, o.Settle), o.Debounce)
+}
+
 // publishAt is when a change reported at now is published: once the cluster's status has stayed unchanged for
 // settle (the trailing edge: a burst of changes goes out as one event, its last), but no later than debounce after
 // the oldest change not yet delivered (since: a cluster that keeps changing is still reported), and never sooner than
-// debounce after the last publish (at most one event per cluster per window). settle 0 publishes at once, debounce 0
-// never waits.
-func publishAt(now, since, lastPublish time.Time, settle, debounce time.Duration) time.Time {
+// notBefore (windowEnd). settle 0 publishes at once, debounce 0 never waits.
+func publishAt(now, since, notBefore time.Time, settle, debounce time.Duration) time.Time {
 	due := now.Add(settle)
 	if limit := since.Add(debounce); due.After(limit) {
 		due = limit
@@ -95,12 +101,25 @@ func publishAt(now, since, lastPublish time.Time, settle, debounce time.Duration
 	if due.Before(now) {
 		due = now
 	}
-	if !lastPublish.IsZero() {
-		if end := lastPublish.Add(debounce); end.After(due) {
-			due = end
-		}
+	if notBefore.After(due) {
+		due = notBefore
 	}
 	return due
+}
+
+// windowEnd is the earliest moment a cluster's next event may go out, given its last two publishes: debounce after
+// the last one (one event per cluster per window), except after a new status that itself came at least a window
+// after the publish before it — the rest of the burst it began (its conditions' messages, written one after the
+// other) follows as soon as it has settled instead of a window later. So a cluster sends at most two events in any
+// window, the second only right after a new status. Zero: no publish yet.
+func windowEnd(lastPublish, prevPublish time.Time, lastNews bool, debounce time.Duration) time.Time {
+	if lastPublish.IsZero() {
+		return time.Time{}
+	}
+	if lastNews && (prevPublish.IsZero() || !lastPublish.Before(prevPublish.Add(debounce))) {
+		return lastPublish
+	}
+	return lastPublish.Add(debounce)
 }
 
 // add schedules an instance's publish (a no-op while not running: Start picks up everything pending).
