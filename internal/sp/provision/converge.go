@@ -47,15 +47,21 @@ func (s *Converger) Converge(ctx context.Context, hc *hyperv1.HostedCluster) err
 			hc.Name, hc.Spec.Platform.Type, spec.Platform)
 	}
 	idx := s.index
+	now := s.now()
+	// missing: neither in the index nor created by this process a moment ago (expectations).
+	missing := func(c child, shown bool) bool { return !s.expected.pending(id, c, shown, now) && !shown }
 	_, hasPullSecret := idx.Secret(render.PullSecretName(hc.Name))
 	_, hasEtcdKey := idx.Secret(render.EtcdKeySecretName(hc.Name))
-	if !hasEtcdKey && len(hc.Status.Conditions) > 0 {
+	needPullSecret := missing(child{"Secret", render.PullSecretName(hc.Name)}, hasPullSecret)
+	needEtcdKey := missing(child{"Secret", render.EtcdKeySecretName(hc.Name)}, hasEtcdKey)
+	if needEtcdKey && len(hc.Status.Conditions) > 0 {
 		s.log.Warn("the etcd encryption key Secret of a started cluster is missing; creating a new key (data encrypted with the lost one cannot be read)", "id", id, "name", hc.Name)
 	}
 	v, _ := idx.Get(id)
 	in, err := s.Desired(ctx, id, spec, Release{Image: hc.Spec.Release.Image, OpenShiftVersion: hc.Annotations[meta.AnnotationOpenShiftVersion],
 		InfraID: hc.Spec.InfraID, Policy: hc.Spec.ControllerAvailabilityPolicy},
-		Fill{PullSecret: !hasPullSecret, EtcdKey: !hasEtcdKey, HostingCluster: s.cfg.ManageACMObjects && v.ManagedCluster == nil})
+		Fill{PullSecret: needPullSecret, EtcdKey: needEtcdKey,
+			HostingCluster: s.cfg.ManageACMObjects && missing(child{"ManagedCluster", hc.Name}, v.ManagedCluster != nil)})
 	if err != nil {
 		return err
 	}
@@ -98,12 +104,21 @@ func (s *Converger) EnsureChildren(ctx context.Context, hc *hyperv1.HostedCluste
 	taken := ch.lock()
 	idx := s.index
 	v, _ := idx.Get(id)
+	now := s.now()
+	// A child this process created a moment ago and the index does not show yet is neither created nor adopted again.
+	expected := func(o client.Object, shown bool) bool {
+		return s.expected.pending(id, child{kindOf(o), o.GetName()}, shown, now)
+	}
 	// The lock's ownership and the children do not depend on one another: they are written in parallel (a create's
 	// latency is then one round trip for all of them, not one per object).
 	steps := []func() error{func() error { return s.ensureInstanceLock(ctx, hc, taken) }}
 	creates := false
 	for _, sec := range objs.Secrets {
-		if existing, ok := idx.Secret(sec.Name); ok {
+		existing, ok := idx.Secret(sec.Name)
+		if expected(sec, ok) {
+			continue
+		}
+		if ok {
 			steps = append(steps, func() error { return s.adoptChild(ctx, hc, &corev1.Secret{}, existing.ObjectMeta) })
 			continue
 		}
@@ -113,13 +128,15 @@ func (s *Converger) EnsureChildren(ctx context.Context, hc *hyperv1.HostedCluste
 		steps = append(steps, func() error { return s.createChild(ctx, hc, sec, ch) })
 		creates = true
 	}
-	if np := nodePoolOf(v); np != nil {
+	switch np := nodePoolOf(v); {
+	case expected(objs.NodePool, np != nil):
+	case np != nil:
 		steps = append(steps, func() error { return s.adoptChild(ctx, hc, &hyperv1.NodePool{}, np.ObjectMeta) })
-	} else {
+	default:
 		steps = append(steps, func() error { return s.createChild(ctx, hc, objs.NodePool, ch) })
 		creates = true
 	}
-	if objs.ManagedCluster != nil && v.ManagedCluster == nil {
+	if objs.ManagedCluster != nil && !expected(objs.ManagedCluster, v.ManagedCluster != nil) && v.ManagedCluster == nil {
 		steps = append(steps, func() error { return s.createManagedCluster(ctx, hc, objs, ch) })
 		creates = true
 	}
@@ -158,7 +175,7 @@ func nodePoolOf(v clusters.View) *hyperv1.NodePool {
 // (a concurrent convergence won); someone else's object of that name is a conflict.
 func (s *Converger) createChild(ctx context.Context, hc *hyperv1.HostedCluster, o client.Object, ch *changes) error {
 	o.SetOwnerReferences(appendOwner(o.GetOwnerReferences(), hc))
-	err := s.client.Create(ctx, o)
+	err := s.expectedCreate(ctx, meta.InstanceID(hc.Labels), o)
 	switch {
 	case err == nil:
 		ch.add(o)
@@ -190,7 +207,7 @@ func (s *Converger) createManagedCluster(ctx context.Context, hc *hyperv1.Hosted
 		mc.Annotations = map[string]string{}
 	}
 	mc.Annotations[meta.AnnotationHostedClusterUID] = string(hc.UID)
-	err := s.client.Create(ctx, mc)
+	err := s.expectedCreate(ctx, id, mc)
 	switch {
 	case err == nil:
 		ch.add(mc)
@@ -215,6 +232,18 @@ func (s *Converger) createManagedCluster(ctx context.Context, hc *hyperv1.Hosted
 		return hubapi.Rejected(err, "ManagedCluster", mc.Name)
 	}
 	return hubapi.Failure(err, "creating ManagedCluster %s", mc.Name)
+}
+
+// expectedCreate creates child o of instance id and expects it in the index until the index shows it
+// (expectations). The expectation is in place before the write, so the informer's event cannot come first.
+func (s *Converger) expectedCreate(ctx context.Context, id string, o client.Object) error {
+	c := child{kindOf(o), o.GetName()}
+	s.expected.add(id, c, s.now())
+	err := s.client.Create(ctx, o)
+	if err != nil {
+		s.expected.drop(id, c)
+	}
+	return err
 }
 
 // deleteManagedClusterOf deletes the ManagedCluster name if it was created for the HostedCluster uid (its

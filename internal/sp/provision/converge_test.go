@@ -2,7 +2,9 @@ package provision
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
@@ -186,5 +189,50 @@ func TestConvergerMemoryAndLiveView(t *testing.T) {
 	}
 	if n := f.svc.Remembered(); n != 0 {
 		t.Fatalf("remembered %d instances after the index dropped the cluster", n)
+	}
+}
+
+// The reconciler does not create again what this process's create has just written while its caches do not show it
+// yet (the HostedCluster in the cache, a child not yet): the children are expected for a while, then created again
+// if they still do not show (deleted before the cache saw them).
+func TestConvergeAwaitsTheCreatesChildren(t *testing.T) {
+	f := newFixture(t, manageACM)
+	ctx := context.Background()
+	f.mu.Lock()
+	f.lagging = true // the index sees none of the create's writes
+	f.mu.Unlock()
+	f.create(id1, "", kubevirtBody("alpha", 2))
+	var mu sync.Mutex
+	var created []string
+	f.mu.Lock()
+	f.onCreate = func(obj client.Object) {
+		mu.Lock()
+		created = append(created, kindOf(obj)+"/"+obj.GetName())
+		mu.Unlock()
+	}
+	f.mu.Unlock()
+	hc := f.hostedCluster("alpha")
+	if err := f.svc.Converge(ctx, hc); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	again := slices.Clone(created)
+	mu.Unlock()
+	if len(again) != 0 {
+		t.Fatalf("the reconciler created %v again while the index lagged behind the create", again)
+	}
+
+	// Still not shown a minute later: created again (each answered as already there).
+	later := testEpoch.Add(time.Minute + expectFor)
+	f.svc.Converger.now = func() time.Time { return later }
+	if err := f.svc.Converge(ctx, hc); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"NodePool/alpha", "ManagedCluster/alpha"} {
+		if !slices.Contains(created, want) {
+			t.Errorf("after expectFor the reconciler created %v, want %s among them", created, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ type Converger struct {
 	kacDone  map[string]bool      // instances whose KlusterletAddonConfig exists (forgotten when the cluster is gone)
 	lockDone map[string]types.UID // instances whose lock is owned by their HostedCluster (of this UID)
 	creates  inFlight             // instances whose create this process is writing (Writer.create)
+	expected expectations         // children this process created that the index does not show yet
 	hosting  struct {             // the hosting cluster's name and when it was read (hostingClusterName)
 		name string
 		at   time.Time
@@ -67,13 +69,30 @@ func (s *Converger) Forget(id string) {
 	delete(s.kacDone, id)
 	delete(s.lockDone, id)
 	s.mu.Unlock()
+	s.expected.forget(id)
+}
+
+// observed ends the expectations of the cluster's children that its view now shows (or that expired).
+func (s *Converger) observed(v clusters.View) {
+	s.expected.observed(v.ID, func(c child) bool {
+		switch c.kind {
+		case "NodePool":
+			return slices.ContainsFunc(v.NodePools, func(np *hyperv1.NodePool) bool { return np.Name == c.name })
+		case "ManagedCluster":
+			return v.ManagedCluster != nil && v.ManagedCluster.Name == c.name
+		case "Secret":
+			_, ok := s.index.Secret(c.name)
+			return ok
+		}
+		return false
+	}, s.now())
 }
 
 // Remembered is how many instances the service holds state for (tests: memory follows the live clusters).
 func (s *Converger) Remembered() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return max(len(s.kacDone), len(s.lockDone))
+	return max(len(s.kacDone), len(s.lockDone), s.expected.instances())
 }
 
 // Report is a cluster's status as the status events carry it: Map's decision in the configured vocabulary — the

@@ -54,12 +54,14 @@ func New(p Ports, cfg Config, log *slog.Logger) Services {
 
 // IndexChanged is what the services do when the index reports a cluster changed or gone, decided on one lookup:
 // the reader builds it afresh; the converger forgets a gone one (a follower remembers what the creates it served
-// ensured, and never reconciles).
+// ensured, and never reconciles) and stops expecting the children the index now shows.
 func (s Services) IndexChanged(id string) {
-	_, known := s.Reader.index.Get(id)
+	v, known := s.Reader.index.Get(id)
 	s.Reader.views.changed(id, !known)
 	if !known {
 		s.Converger.Forget(id)
+	} else {
+		s.Converger.observed(v)
 	}
 }
 
