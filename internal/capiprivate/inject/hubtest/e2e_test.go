@@ -178,7 +178,7 @@ func (e *e2eCluster) forbidden(t *testing.T) []capipods.AuditEvent {
 	for _, p := range e.pods {
 		users["system:serviceaccount:"+p.obj.Namespace+":"+p.obj.Spec.ServiceAccountName] = true
 	}
-	evs, err := capipods.ReadAudit(env.AuditLog, func(ev *capipods.AuditEvent) bool {
+	evs, err := capipods.ReadAudit(env.AuditLog, "system:serviceaccount:", func(ev *capipods.AuditEvent) bool {
 		return users[ev.User.Username] && ev.Stage == "ResponseComplete" && ev.ResponseStatus.Code == http.StatusForbidden
 	})
 	if err != nil {

@@ -97,7 +97,7 @@ func TestClassifierAndScopes(t *testing.T) {
 	// One read of the audit log for both operators (it is hundreds of MB by now), then each one's KubevirtCluster
 	// groups.
 	fromPrivate, fromLegacy := capipods.FromPod("hypershift-operator-"+privateOp), capipods.FromPod("hypershift-operator-"+legacyOp)
-	evs, err := capipods.ReadAudit(env.AuditLog, func(ev *capipods.AuditEvent) bool { return fromPrivate(ev) || fromLegacy(ev) })
+	evs, err := capipods.ReadAudit(env.AuditLog, capipods.PodLine("hypershift-operator-"), func(ev *capipods.AuditEvent) bool { return fromPrivate(ev) || fromLegacy(ev) })
 	if err != nil {
 		t.Fatal(err)
 	}

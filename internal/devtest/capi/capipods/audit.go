@@ -2,6 +2,7 @@ package capipods
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -47,7 +48,10 @@ type AuditEvent struct {
 // rotates by renaming the log and starting a new one, and reading takes long enough (hundreds of MB under -race)
 // for a rotation to happen meanwhile. An open file is read whole even after it was renamed, so what was logged
 // before the call is all read; what is logged after it may be missed.
-func ReadAudit(path string, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
+//
+// Only lines that contain line ("" for every line) are decoded: a test's log holds hundreds of thousands of
+// events, and decoding each under -race costs more than reading them.
+func ReadAudit(path, line string, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
 	files, err := openAudit(path)
 	if err != nil {
 		return nil, err
@@ -57,7 +61,7 @@ func ReadAudit(path string, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
 			_ = f.Close()
 		}
 	}()
-	return readAudit(files, keep)
+	return readAudit(files, []byte(line), keep)
 }
 
 // openAudit opens the files of the audit log at path, oldest first, as of a moment when no rotation was under way.
@@ -89,11 +93,11 @@ func openAudit(path string) ([]*os.File, error) {
 	return nil, fmt.Errorf("the audit log %s kept rotating while its files were opened", path)
 }
 
-func readAudit(files []*os.File, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
+func readAudit(files []*os.File, line []byte, keep func(*AuditEvent) bool) ([]AuditEvent, error) {
 	var out []AuditEvent
 	var err error
 	for _, f := range files {
-		if out, err = readAuditFile(f, keep, out); err != nil {
+		if out, err = readAuditFile(f, line, keep, out); err != nil {
 			return nil, err
 		}
 	}
@@ -111,10 +115,13 @@ func AuditFiles(path string) ([]string, error) {
 	return append(rotated, path), nil
 }
 
-func readAuditFile(f *os.File, keep func(*AuditEvent) bool, out []AuditEvent) ([]AuditEvent, error) {
+func readAuditFile(f *os.File, line []byte, keep func(*AuditEvent) bool, out []AuditEvent) ([]AuditEvent, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
+		if !bytes.Contains(sc.Bytes(), line) {
+			continue
+		}
 		var ev AuditEvent
 		if json.Unmarshal(sc.Bytes(), &ev) != nil {
 			continue
@@ -126,9 +133,14 @@ func readAuditFile(f *os.File, keep func(*AuditEvent) bool, out []AuditEvent) ([
 	return out, sc.Err()
 }
 
-// FromPod keeps the events of requests a simulated pod sent (its User-Agent starts with capipods/<pod>).
+// FromPod keeps the events of requests a simulated pod sent (its User-Agent starts with capipods/<pod>); PodLine is
+// what each of their lines contains.
 func FromPod(pod string) func(*AuditEvent) bool {
 	return func(ev *AuditEvent) bool {
 		return strings.HasPrefix(ev.UserAgent, UserAgentPrefix+pod+" ") || ev.UserAgent == UserAgentPrefix+pod
 	}
 }
+
+// PodLine is what every audit line of a request from simulated pods whose names start with prefix contains (ReadAudit's
+// line).
+func PodLine(prefix string) string { return UserAgentPrefix + prefix }

@@ -94,7 +94,7 @@ func TestDeploymentPlayer(t *testing.T) {
 		t.Fatalf("cluster-api pods after scaling back %+v", second)
 	}
 	// The audit log is written before kube-apiserver answers: it holds every request up to the List above.
-	late, err := ReadAudit(env.AuditLog, func(ev *AuditEvent) bool {
+	late, err := ReadAudit(env.AuditLog, PodLine(first), func(ev *AuditEvent) bool {
 		return FromPod(first)(ev) && ev.RequestReceivedTimestamp.After(stopped)
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ func TestDeploymentPlayer(t *testing.T) {
 	if len(late) > 0 {
 		t.Errorf("the stopped pod %s sent %d requests after its Pod was gone, first %s %s", first, len(late), late[0].Verb, late[0].RequestURI)
 	}
-	creates, err := ReadAudit(env.AuditLog, func(ev *AuditEvent) bool {
+	creates, err := ReadAudit(env.AuditLog, `"resource":"machines"`, func(ev *AuditEvent) bool {
 		// The MachineSet controller creates Machines with server-side apply: a PATCH answered 201 Created.
 		return (ev.Verb == "create" || ev.Verb == "patch") && ev.ObjectRef.Resource == "machines" && ev.ObjectRef.Subresource == "" &&
 			ev.ObjectRef.Namespace == ns && ev.ResponseStatus.Code == 201

@@ -317,7 +317,7 @@ func TestReadAuditRotated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	evs, err := ReadAudit(filepath.Join(dir, "audit.log"), nil)
+	evs, err := ReadAudit(filepath.Join(dir, "audit.log"), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestReadAuditRotatesWhileReading(t *testing.T) {
 	if err := os.WriteFile(log, []byte(line("c")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := readAudit(files, nil)
+	evs, err := readAudit(files, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
