@@ -14,7 +14,9 @@ export KUBEBUILDER_ASSETS := $(HUB_BIN)
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-unknown)
 LDFLAGS    := -s -w -X github.com/dcm-sp/acm-cluster-sp/internal/buildinfo.version=$(VERSION)
 GOTOOL     := go tool -modfile=tools/go.mod
-TEST_FLAGS ?= -race -timeout 25m -parallel 6
+# -ldflags=-w: test binaries without DWARF link in about half the time (a race build of the migrator's package: 7.0 →
+# 4.0 s); stack traces and race reports read the runtime's own tables, not DWARF.
+TEST_FLAGS ?= -race -timeout 25m -parallel 6 -ldflags=-w
 # TEST_GOGC is the garbage collector target of everything make test runs (the compiler, the race-instrumented test
 # binaries, the hub and SP processes they start): on two cores the suite is CPU-bound, and a test binary at Go's
 # default collects often (the migrator's package: 534 s of CPU at 100, 505 s at 400, for 1.7 GB more at its peak).
