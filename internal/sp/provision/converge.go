@@ -52,8 +52,8 @@ func (s *Converger) Converge(ctx context.Context, hc *hyperv1.HostedCluster) err
 	missing := func(c child, shown bool) bool { return !s.expected.pending(id, c, shown, now) && !shown }
 	_, hasPullSecret := idx.Secret(render.PullSecretName(hc.Name))
 	_, hasEtcdKey := idx.Secret(render.EtcdKeySecretName(hc.Name))
-	needPullSecret := missing(child{"Secret", render.PullSecretName(hc.Name)}, hasPullSecret)
-	needEtcdKey := missing(child{"Secret", render.EtcdKeySecretName(hc.Name)}, hasEtcdKey)
+	needPullSecret := missing(child{kindSecret, render.PullSecretName(hc.Name)}, hasPullSecret)
+	needEtcdKey := missing(child{kindSecret, render.EtcdKeySecretName(hc.Name)}, hasEtcdKey)
 	if needEtcdKey && len(hc.Status.Conditions) > 0 {
 		s.log.Warn("the etcd encryption key Secret of a started cluster is missing; creating a new key (data encrypted with the lost one cannot be read)", "id", id, "name", hc.Name)
 	}
@@ -61,7 +61,7 @@ func (s *Converger) Converge(ctx context.Context, hc *hyperv1.HostedCluster) err
 	in, err := s.Desired(ctx, id, spec, Release{Image: hc.Spec.Release.Image, OpenShiftVersion: hc.Annotations[meta.AnnotationOpenShiftVersion],
 		InfraID: hc.Spec.InfraID, Policy: hc.Spec.ControllerAvailabilityPolicy},
 		Fill{PullSecret: needPullSecret, EtcdKey: needEtcdKey,
-			HostingCluster: s.cfg.ManageACMObjects && missing(child{"ManagedCluster", hc.Name}, v.ManagedCluster != nil)})
+			HostingCluster: s.cfg.ManageACMObjects && missing(child{kindManagedCluster, hc.Name}, v.ManagedCluster != nil)})
 	if err != nil {
 		return err
 	}

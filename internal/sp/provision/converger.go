@@ -76,11 +76,11 @@ func (s *Converger) Forget(id string) {
 func (s *Converger) observed(v clusters.View) {
 	s.expected.observed(v.ID, func(c child) bool {
 		switch c.kind {
-		case "NodePool":
+		case kindNodePool:
 			return slices.ContainsFunc(v.NodePools, func(np *hyperv1.NodePool) bool { return np.Name == c.name })
-		case "ManagedCluster":
+		case kindManagedCluster:
 			return v.ManagedCluster != nil && v.ManagedCluster.Name == c.name
-		case "Secret":
+		case kindSecret:
 			_, ok := s.index.Secret(c.name)
 			return ok
 		}

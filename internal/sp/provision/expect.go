@@ -10,8 +10,15 @@ import (
 // seconds under load.
 const expectFor = time.Minute
 
-// child names one object of an instance by kind and name.
+// child names one object of an instance by kind (kindOf) and name.
 type child struct{ kind, name string }
+
+// The kinds of the children a replica creates (what kindOf says of them).
+const (
+	kindSecret         = "Secret"
+	kindNodePool       = "NodePool"
+	kindManagedCluster = "ManagedCluster"
+)
 
 // expectations are the children this process created that its index has not shown yet, per instance. The
 // reconciler converges from the index: without them, a cluster whose create has just finished — its HostedCluster

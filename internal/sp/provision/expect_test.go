@@ -1,13 +1,17 @@
 package provision
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 )
 
 func TestExpectations(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
-	np, mc := child{"NodePool", "a"}, child{"ManagedCluster", "a"}
+	np, mc := child{kindNodePool, "a"}, child{kindManagedCluster, "a"}
 	for _, c := range []struct {
 		name  string
 		steps func(e *expectations) bool
@@ -64,5 +68,22 @@ func TestExpectations(t *testing.T) {
 		if got := c.steps(&e); got != c.want || e.instances() != c.left {
 			t.Errorf("%s: %v with %d instances left, want %v with %d", c.name, got, e.instances(), c.want, c.left)
 		}
+	}
+}
+
+// The children's kinds, as kindOf names the objects a create renders.
+func TestChildKinds(t *testing.T) {
+	objs := render.Render(render.Input{ID: "x", Provider: "p", Name: "alpha", Namespace: "ns", Platform: clusters.KubeVirt,
+		PullSecret: []byte(`{}`), EtcdEncryptionKey: make([]byte, 32), ManagedCluster: true})
+	got := []string{kindOf(objs.NodePool), kindOf(objs.ManagedCluster)}
+	for _, s := range objs.Secrets {
+		got = append(got, kindOf(s))
+	}
+	want := []string{kindNodePool, kindManagedCluster}
+	for range objs.Secrets {
+		want = append(want, kindSecret)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("kinds %v, want %v", got, want)
 	}
 }
