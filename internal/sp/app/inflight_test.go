@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,5 +107,52 @@ func TestReconcilerLeavesACreateInFlight(t *testing.T) {
 		if posts[resource] != n {
 			t.Errorf("POSTs of %s: %d, want %d (all: %v; while held: %v)", resource, posts[resource], n, posts, during)
 		}
+	}
+}
+
+// The reconciler does not create again what a create has just written while its cache does not show it yet: the
+// leader's ManagedCluster informer is frozen (its watch cut, every relist refused), a cluster is created, and the
+// reconciler converges it on every step of the simulated operator up to READY — each time without the new
+// ManagedCluster in its cache. The ManagedCluster is still POSTed once, by the create.
+func TestReconcilerAwaitsACreatedChild(t *testing.T) {
+	t.Parallel()
+	const ns, provider = "events", "sp-awaits"
+	px, err := faultproxy.Start(testHub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	sp := startSP(t, eventsConfig(ns, provider, testHub.NATSURL), Options{RestConfig: px.Config()})
+	name := uniqueName("awaits")
+	id := "inst-" + name
+	stream := watchEvents(t, testHub.NATSURL, provider, id)
+
+	var refused, mcPosts atomic.Int32
+	px.SetRule(func(r faultproxy.Request) faultproxy.Verdict {
+		if path.Base(r.Path) != "managedclusters" {
+			return faultproxy.Pass
+		}
+		if r.Method == http.MethodPost {
+			mcPosts.Add(1)
+		}
+		if faultproxy.Informer(r) {
+			refused.Add(1)
+			return faultproxy.Abort
+		}
+		return faultproxy.Pass
+	})
+	if px.DropWatches() == 0 {
+		t.Fatal("the SP has no watch to cut")
+	}
+	waitFor(t, 30*time.Second, "the ManagedCluster informer to be refused after its watch was cut", func() bool { return refused.Load() > 0 })
+
+	if code, _, raw := sp.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, raw)
+	}
+	// Every step of the simulated operator after the create is a reconcile of the instance from the leader's cache,
+	// which never shows the ManagedCluster.
+	stream.until("READY", 2*time.Minute)
+	if n := mcPosts.Load(); n != 1 {
+		t.Errorf("ManagedCluster POSTs: %d, want 1 (the create's)", n)
 	}
 }
