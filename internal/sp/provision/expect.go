@@ -55,10 +55,7 @@ func (e *expectations) pending(id string, c child, shown bool, now time.Time) bo
 	if !shown && now.Sub(at) < expectFor {
 		return true
 	}
-	delete(e.m[id], c)
-	if len(e.m[id]) == 0 {
-		delete(e.m, id)
-	}
+	e.remove(id, c)
 	return false
 }
 
@@ -66,6 +63,11 @@ func (e *expectations) pending(id string, c child, shown bool, now time.Time) bo
 func (e *expectations) drop(id string, c child) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.remove(id, c)
+}
+
+// remove deletes the expectation of child c of instance id, and the instance once it has none (e.mu held).
+func (e *expectations) remove(id string, c child) {
 	delete(e.m[id], c)
 	if len(e.m[id]) == 0 {
 		delete(e.m, id)
@@ -80,11 +82,8 @@ func (e *expectations) observed(id string, shows func(child) bool, now time.Time
 	defer e.mu.Unlock()
 	for c, at := range e.m[id] {
 		if now.Sub(at) >= expectFor || shows(c) {
-			delete(e.m[id], c)
+			e.remove(id, c)
 		}
-	}
-	if len(e.m[id]) == 0 {
-		delete(e.m, id)
 	}
 }
 
