@@ -7,9 +7,8 @@
 // is one event with the last), at the latest a debounce window after the first one not yet delivered. Further
 // changes within the debounce window after a publish are coalesced and sent when the window ends — except the burst
 // a new status begins, which follows it as soon as it has settled: at most two events per cluster in a window, the
-// second only right after a new status. A failed publish
-// is retried with exponential backoff, forever; a status is marked delivered only after the JetStream ack, so
-// nothing that was not superseded is lost.
+// second only right after a new status. A failed publish is retried with exponential backoff, forever; a status is
+// marked delivered only after the JetStream ack, so nothing that was not superseded is lost.
 //
 // A resync re-publishes every cluster's unchanged status. Those re-publishes wait in a backlog that is fed to the
 // workers only while their queue is short, so a real change reported meanwhile goes out after a handful of them,
