@@ -66,17 +66,20 @@ func listAll(t testing.TB, sp *testSP, pageSize int32, between func(page int)) [
 	}
 }
 
-// LIST pages through 250 clusters with max_page_size 7 without loss or duplicates, in (create_time, id) order —
+// listClusters is how many clusters TestListPagination pages through: 20 pages of 4, and mutations on four of them.
+const listClusters = 80
+
+// LIST pages through 80 clusters with max_page_size 4 without loss or duplicates, in (create_time, id) order —
 // also while clusters are created and deleted between pages.
 func TestListPagination(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig("pages")
 	sp := startSP(t, cfg, Options{})
-	ids := createMany(t, sp, "pg", 250)
+	ids := createMany(t, sp, "pg", listClusters)
 
-	all := listAll(t, sp, 7, nil)
-	if len(all) != 250 {
-		t.Fatalf("listed %d clusters, want 250", len(all))
+	all := listAll(t, sp, 4, nil)
+	if len(all) != listClusters {
+		t.Fatalf("listed %d clusters, want %d", len(all), listClusters)
 	}
 	seen := map[string]bool{}
 	for i, c := range all {
@@ -100,11 +103,11 @@ func TestListPagination(t *testing.T) {
 	// Now mutate between pages: delete clusters not yet visited and already visited, and create new ones.
 	deleted := map[string]bool{}
 	var extra []string
-	all = listAll(t, sp, 7, func(page int) {
+	all = listAll(t, sp, 4, func(page int) {
 		if page%5 != 0 {
 			return
 		}
-		for _, id := range []string{ids[249-page], ids[page]} { // one ahead of the cursor, one behind
+		for _, id := range []string{ids[listClusters-1-page], ids[page]} { // one ahead of the cursor, one behind
 			if resp, err := sp.Client.DeleteClusterWithResponse(context.Background(), id, nil); err != nil || resp.StatusCode() != http.StatusNoContent {
 				t.Fatalf("delete %s: %v %d", id, err, resp.StatusCode())
 			}
