@@ -69,7 +69,7 @@ func remoteFrom(ctx context.Context) string {
 // authenticate runs before routing: every request except the open paths must carry valid credentials (or be
 // anonymous when that is configured). The answer never echoes the credential nor names a realm. An authenticated
 // request is bounded from here by requestTimeout, its hub calls included (authorization's as well): a hanging hub
-// gives a 504, not a stuck handler. Caller and deadline go into one copy of the request.
+// gives a 504, not a stuck handler. Caller and deadline go into the request's context (requestContext).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isOpen(r) {
@@ -88,9 +88,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, r, http.StatusServiceUnavailable, "authentication could not be checked with the hub just now; retry shortly", nil)
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callerKey{}, &caller{user: u, remote: r.RemoteAddr}), s.requestTimeout)
-		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
+		requestContextOf(r.Context()).authenticated(caller{user: u, remote: r.RemoteAddr}, s.requestTimeout)
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -21,7 +21,7 @@ type encodingCache struct {
 
 type encoded struct {
 	build uint64
-	b     []byte
+	doc   *cachedJSON // kept behind a pointer: answered as a GET's response object without a copy
 }
 
 func newEncodingCache() *encodingCache {
@@ -29,7 +29,7 @@ func newEncodingCache() *encodingCache {
 }
 
 // get returns the encoding kept for a cluster's build (nil: none, or build 0, which is never kept).
-func (ec *encodingCache) get(id string, build uint64) []byte {
+func (ec *encodingCache) get(id string, build uint64) *cachedJSON {
 	if build == 0 {
 		return nil
 	}
@@ -39,23 +39,25 @@ func (ec *encodingCache) get(id string, build uint64) []byte {
 		ec.prev, ec.cur, ec.lookups = ec.cur, make(map[string]encoded, len(ec.cur)), 0
 	}
 	if e, ok := ec.cur[id]; ok && e.build == build {
-		return e.b
+		return e.doc
 	}
 	if e, ok := ec.prev[id]; ok && e.build == build {
 		ec.cur[id] = e
-		return e.b
+		return e.doc
 	}
 	return nil
 }
 
-// put keeps the encoding of a cluster's build (nothing for build 0).
-func (ec *encodingCache) put(id string, build uint64, b []byte) {
+// put keeps the encoding of a cluster's build (nothing for build 0) and returns it as get will.
+func (ec *encodingCache) put(id string, build uint64, b []byte) *cachedJSON {
+	doc := (*cachedJSON)(&b)
 	if build == 0 {
-		return
+		return doc
 	}
 	ec.mu.Lock()
 	defer ec.mu.Unlock()
-	ec.cur[id] = encoded{build: build, b: b}
+	ec.cur[id] = encoded{build: build, doc: doc}
+	return doc
 }
 
 // len is the number of entries kept (tests).

@@ -19,14 +19,14 @@ import (
 func TestEncodingCacheKeysByBuild(t *testing.T) {
 	ec := newEncodingCache()
 	ec.put("a", 1, []byte("a1"))
-	if got := string(ec.get("a", 1)); got != "a1" {
+	if got := ec.get("a", 1); got == nil || string(*got) != "a1" {
 		t.Fatalf("build 1: %q", got)
 	}
 	if got := ec.get("a", 2); got != nil {
 		t.Fatalf("build 2 answered %q from build 1", got)
 	}
 	ec.put("a", 2, []byte("a2"))
-	if got := string(ec.get("a", 2)); got != "a2" {
+	if got := ec.get("a", 2); got == nil || string(*got) != "a2" {
 		t.Fatalf("build 2: %q", got)
 	}
 	ec.put("b", 0, []byte("b0"))

@@ -9,11 +9,11 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -41,7 +41,7 @@ func (s *Server) Handler(reg *prometheus.Registry) (http.Handler, error) {
 	metrics := newHTTPMetrics(reg)
 
 	r := chi.NewRouter()
-	r.Use(s.problemTypes, s.recoverer, metrics.middleware, s.authenticate, wellFormedQuery, limitBody)
+	r.Use(wellFormedQuery, limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path), nil)
 	})
@@ -71,7 +71,9 @@ func (s *Server) Handler(reg *prometheus.Registry) (http.Handler, error) {
 			writeProblem(w, r, http.StatusBadRequest, err.Error(), nil)
 		},
 	})
-	return r, nil
+	// Before routing, in this order: problem type URIs for every problem, panics answered, the request's context
+	// (scoped: chi's routing state in it, so the metrics see the route), the metrics, authentication.
+	return s.problemTypes(s.recoverer(scoped(r, metrics.middleware(s.authenticate(r))))), nil
 }
 
 // requestError answers a body the strict server could not decode.
@@ -196,17 +198,71 @@ func newHTTPMetrics(reg *prometheus.Registry) *httpMetrics {
 func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
+		sw := statusWriters.Get().(*statusWriter)
+		*sw = statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		code := sw.status()
+		*sw = statusWriter{}
+		statusWriters.Put(sw)
 		route := chi.RouteContext(r.Context()).RoutePattern()
 		if route == "" {
 			route = "unmatched"
 		}
 		method := metricMethod(r.Method)
-		m.requests.WithLabelValues(route, method, strconv.Itoa(ww.Status())).Inc()
+		m.requests.WithLabelValues(route, method, statusLabel(code)).Inc()
 		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 	})
 }
+
+// statusWriter records the status code a handler answers. It is reused across requests (statusWriters): nothing
+// keeps a request's writer once its handler has returned. Unwrap lets http.ResponseController reach the
+// connection's writer (flushing, deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+var statusWriters = sync.Pool{New: func() any { return new(statusWriter) }}
+
+// WriteHeader records the first final status (an informational 1xx other than 101 is not one).
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// status is the code answered; a handler that wrote nothing answered 200, as net/http does for it.
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// statusLabel is the code label of a status, without formatting the common ones again on every request.
+func statusLabel(code int) string {
+	if code >= 100 && code < 600 {
+		return statusLabels[code]
+	}
+	return strconv.Itoa(code)
+}
+
+var statusLabels = func() (l [600]string) {
+	for i := 100; i < len(l); i++ {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
 
 // metricMethod bounds the method label to a fixed set: any other method (a client may send anything) is "other".
 func metricMethod(m string) string {

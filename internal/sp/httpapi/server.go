@@ -31,8 +31,9 @@ type Health interface {
 type Clusters interface {
 	// Create provisions a cluster; id is ?id= and key the Idempotency-Key ("" when absent).
 	Create(ctx context.Context, id, key string, body []byte) (c *clusters.Cluster, created bool, err error)
+	// Get and List answer clusters shared with the caches: the API only reads them.
 	Get(ctx context.Context, id string) (*clusters.Cluster, error)
-	List(ctx context.Context, pageSize *int, pageToken string) ([]clusters.Cluster, string, error)
+	List(ctx context.Context, pageSize *int, pageToken string) ([]*clusters.Cluster, string, error)
 	// Delete starts deleting a cluster; key is the Idempotency-Key ("" when absent).
 	Delete(ctx context.Context, id, key string) error
 	// Update applies a merge patch of {"spec": …} (day-2); ifMatch is the If-Match header ("" when absent).
@@ -163,9 +164,11 @@ func (s *Server) ListClusters(ctx context.Context, req apigen.ListClustersReques
 	// The body of api.ClusterList, written from each cluster's cached encoding as it is (no copy into one buffer).
 	page := listPage{items: make([][]byte, len(list))}
 	for i := range list {
-		if page.items[i], err = s.listEncoding(&list[i]); err != nil {
+		doc, err := s.listEncoding(list[i])
+		if err != nil {
 			return nil, err
 		}
+		page.items[i] = *doc
 	}
 	if next != "" {
 		if page.token, err = json.Marshal(next); err != nil {
@@ -177,9 +180,9 @@ func (s *Server) ListClusters(ctx context.Context, req apigen.ListClustersReques
 
 // listEncoding is a cluster's JSON as LIST shows it (and as GET shows a cluster without kubeconfig): the encoding
 // of its build, made and kept on first use.
-func (s *Server) listEncoding(c *clusters.Cluster) ([]byte, error) {
-	if b := s.encodings.get(c.ID, c.Build); b != nil {
-		return b, nil
+func (s *Server) listEncoding(c *clusters.Cluster) (*cachedJSON, error) {
+	if doc := s.encodings.get(c.ID, c.Build); doc != nil {
+		return doc, nil
 	}
 	out := toAPI(c)
 	if c.HasKubeconfig() {
@@ -191,8 +194,7 @@ func (s *Server) listEncoding(c *clusters.Cluster) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.encodings.put(c.ID, c.Build, b)
-	return b, nil
+	return s.encodings.put(c.ID, c.Build, b), nil
 }
 
 // listPage is a page of a LIST, answered as api.ClusterList's JSON written piece by piece: the cached encodings of
@@ -214,7 +216,7 @@ func (p listPage) VisitListClustersResponse(w http.ResponseWriter) error {
 			n++
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.Header().Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(http.StatusOK)
 	var bw errWriter
@@ -263,9 +265,13 @@ type cachedJSON []byte
 
 var newline = []byte{'\n'}
 
+// jsonContentType is the Content-Type header's value of a JSON answer, shared by every answer that sets it (net/http
+// only reads a header's values).
+var jsonContentType = []string{"application/json"}
+
 // VisitGetClusterResponse implements apigen.GetClusterResponseObject.
 func (r cachedJSON) VisitGetClusterResponse(w http.ResponseWriter) error {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(r); err != nil {
 		return err
@@ -281,11 +287,11 @@ func (s *Server) GetCluster(ctx context.Context, req apigen.GetClusterRequestObj
 		return nil, err
 	}
 	if !c.HasKubeconfig() {
-		b, err := s.listEncoding(c) // the same document: nothing to withhold or disclose
+		doc, err := s.listEncoding(c) // the same document: nothing to withhold or disclose
 		if err != nil {
 			return nil, err
 		}
-		return cachedJSON(b), nil
+		return doc, nil
 	}
 	out, disclosed, err := s.withKubeconfig(ctx, c)
 	if err != nil {

@@ -23,7 +23,7 @@ func (f failing) Create(context.Context, string, string, []byte) (*clusters.Clus
 	return nil, false, f.err
 }
 func (f failing) Get(context.Context, string) (*clusters.Cluster, error) { return nil, f.err }
-func (f failing) List(context.Context, *int, string) ([]clusters.Cluster, string, error) {
+func (f failing) List(context.Context, *int, string) ([]*clusters.Cluster, string, error) {
 	return nil, "", f.err
 }
 func (f failing) Delete(context.Context, string, string) error { return f.err }

@@ -216,11 +216,21 @@ func observed(cfg Config) status.Observation {
 // a cached build stays valid (the vocabulary is fixed) unless the hub is not observed: that status is the moment's,
 // so the resource loses its build number (it is encoded afresh) — and, UNAVAILABLE, it carries no kubeconfig (which
 // could not be read anyway).
-func present(cfg Config, c *clusters.Cluster) {
+func present(cfg Config, c *clusters.Cluster) { *c = *presented(cfg, c) }
+
+// presented is c as present makes it: c itself when presenting changes nothing (so a cached build, shared and never
+// changed, is answered without a copy), else a presented copy.
+func presented(cfg Config, c *clusters.Cluster) *clusters.Cluster {
 	o := observed(cfg)
 	st, msg := cfg.Vocabulary.Present(status.Result{Status: c.Status, Message: c.StatusMessage, Why: c.Why}, o)
-	if o.Lost && st == status.Unavailable {
-		c.Build, c.Kubeconfig = 0, clusters.SecretRef{}
+	lost := o.Lost && st == status.Unavailable
+	if st == c.Status && msg == c.StatusMessage && !lost {
+		return c
 	}
-	c.Status, c.StatusMessage = st, msg
+	p := *c
+	if lost {
+		p.Build, p.Kubeconfig = 0, clusters.SecretRef{}
+	}
+	p.Status, p.StatusMessage = st, msg
+	return &p
 }

@@ -25,15 +25,14 @@ func NewReader(p Ports, cfg Config, log *slog.Logger) *Reader {
 	return &Reader{deps: newDeps(p, cfg, log), views: newViewCache()}
 }
 
-// Get returns one cluster from the caches.
+// Get returns one cluster from the caches. The cluster is shared with the caches: callers only read it.
 func (s *Reader) Get(_ context.Context, id string) (*clusters.Cluster, error) {
 	if err := ready(s.site); err != nil {
 		return nil, err
 	}
 	now := s.now()
 	if c, ok := s.views.get(id, now); ok {
-		present(s.cfg, &c)
-		return &c, nil
+		return presented(s.cfg, c), nil
 	}
 	since := s.views.sequence()
 	v, ok := s.index.Get(id)
@@ -44,16 +43,16 @@ func (s *Reader) Get(_ context.Context, id string) (*clusters.Cluster, error) {
 	if c.Status == status.Ready && !c.HasKubeconfig() {
 		s.log.Warn("cluster READY but its admin kubeconfig Secret is not in the cache yet", "id", id)
 	}
-	present(s.cfg, &c)
-	return &c, nil
+	return presented(s.cfg, c), nil
 }
 
-// build assembles a cluster's resource from a view read after s.views.sequence() returned since, and caches it.
-func (s *Reader) build(v clusters.View, now time.Time, since uint64) clusters.Cluster {
+// build assembles a cluster's resource from a view read after s.views.sequence() returned since, and caches it
+// (shared from then on: never changed).
+func (s *Reader) build(v clusters.View, now time.Time, since uint64) *clusters.Cluster {
 	c := clusters.BuildCluster(v, now, s.cfg.viewSettings())
 	c.Build = s.builds.Add(1)
-	s.views.put(v.ID, since, c, now)
-	return c
+	s.views.put(v.ID, since, &c, now)
+	return &c
 }
 
 // Kubeconfig reads the admin kubeconfig of a cluster Get returned (only for callers allowed to see it).
@@ -69,7 +68,7 @@ func (s *Reader) Kubeconfig(ctx context.Context, c *clusters.Cluster) ([]byte, e
 }
 
 // List returns one page of clusters in (create_time, id) order and the token of the next page ("" on the last).
-func (s *Reader) List(_ context.Context, pageSize *int, pageToken string) ([]clusters.Cluster, string, error) {
+func (s *Reader) List(_ context.Context, pageSize *int, pageToken string) ([]*clusters.Cluster, string, error) {
 	size, err := clusters.PageSize(pageSize)
 	if err != nil {
 		return nil, "", err
@@ -88,14 +87,13 @@ func (s *Reader) List(_ context.Context, pageSize *int, pageToken string) ([]clu
 	now := s.now()
 	since := s.views.sequence()
 	views, more := s.index.Page(after, size)
-	out := make([]clusters.Cluster, len(views))
+	out := make([]*clusters.Cluster, len(views))
 	for i, v := range views {
-		if c, ok := s.views.get(v.ID, now); ok {
-			out[i] = c
-		} else {
-			out[i] = s.build(v, now, since)
+		c, ok := s.views.get(v.ID, now)
+		if !ok {
+			c = s.build(v, now, since)
 		}
-		present(s.cfg, &out[i])
+		out[i] = presented(s.cfg, c)
 	}
 	next := ""
 	if more && len(views) > 0 {

@@ -90,7 +90,7 @@ func TestReaderKubernetesVersions(t *testing.T) {
 	}
 }
 
-func idsOf(cs []clusters.Cluster) []string {
+func idsOf(cs []*clusters.Cluster) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
 		out[i] = c.ID

@@ -48,19 +48,19 @@ func (vc *viewCache) sequence() uint64 {
 	return vc.seq
 }
 
-// get returns the cached resource if it is still valid at now.
-func (vc *viewCache) get(id string, now time.Time) (clusters.Cluster, bool) {
+// get returns the cached resource if it is still valid at now (shared: never changed).
+func (vc *viewCache) get(id string, now time.Time) (*clusters.Cluster, bool) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
 	sl := vc.slots[id]
 	if sl == nil || sl.c == nil || now.Before(sl.built) || (!sl.c.RecheckAt.IsZero() && !now.Before(sl.c.RecheckAt)) {
-		return clusters.Cluster{}, false
+		return nil, false
 	}
-	return *sl.c, true
+	return sl.c, true
 }
 
 // put stores a resource built at now from a view read after sequence() returned since.
-func (vc *viewCache) put(id string, since uint64, c clusters.Cluster, now time.Time) {
+func (vc *viewCache) put(id string, since uint64, c *clusters.Cluster, now time.Time) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
 	sl := vc.slots[id]
@@ -74,7 +74,7 @@ func (vc *viewCache) put(id string, since uint64, c clusters.Cluster, now time.T
 	if sl.changed > since {
 		return
 	}
-	sl.c, sl.built = &c, now
+	sl.c, sl.built = c, now
 }
 
 // len is the number of clusters with a slot (tests: memory follows the live clusters).
