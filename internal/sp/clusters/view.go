@@ -172,12 +172,16 @@ func apiEndpoint(hc *hyperv1.HostedCluster) string {
 	return fmt.Sprintf("https://%s:%d", ep.Host, ep.Port)
 }
 
+// ConsoleURLClaim is the claim in which ACM's klusterlet reports a managed cluster's console URL (a ManagedCluster's
+// status.clusterClaims): the one thing the SP reads of a ManagedCluster's status.
+const ConsoleURLClaim = "consoleurl.cluster.open-cluster-management.io"
+
 // consoleURL prefers ACM's claim on the ManagedCluster, then derives the URL from the cluster's ingress domain
 // (docs/hypershift-objects.md). Under base-domain passthrough it is derived only once the operator has filled in the domain.
 func consoleURL(v View) string {
 	if mc := v.ManagedCluster; mc != nil {
 		for _, c := range mc.Status.ClusterClaims {
-			if c.Name == "consoleurl.cluster.open-cluster-management.io" && c.Value != "" {
+			if c.Name == ConsoleURLClaim && c.Value != "" {
 				return c.Value
 			}
 		}

@@ -175,7 +175,7 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 		&hyperv1.HostedCluster{}:    {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
 		&hyperv1.NodePool{}:         {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
 		secretMetadata():            {Namespaces: ns, UnsafeDisableDeepCopy: ptrTrue()},
-		&clusterv1.ManagedCluster{}: {Label: sel, UnsafeDisableDeepCopy: ptrTrue()},
+		&clusterv1.ManagedCluster{}: {Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
 		&corev1.Namespace{}:         {Label: labels.SelectorFromSet(nil).Add(mustExists(ClusterNamespaceLabel)), UnsafeDisableDeepCopy: ptrTrue()},
 		&corev1.ConfigMap{}:         {Namespaces: map[string]cache.Config{opts.HypershiftNamespace: {}}, Field: fields.OneTermEqualSelector("metadata.name", "supported-versions")},
 		&appsv1.Deployment{}:        {Namespaces: map[string]cache.Config{opts.HypershiftNamespace: {}}, Field: fields.OneTermEqualSelector("metadata.name", "operator")},

@@ -3,10 +3,13 @@ package hub
 import (
 	configv1 "github.com/openshift/api/config/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 )
 
-// The informers keep every HostedCluster and NodePool of the namespace for as long as it exists, so what they keep
-// of each is what the SP's memory grows with. These transforms keep what the SP reads — the status function,
+// The informers keep every HostedCluster and NodePool of the namespace, and every ManagedCluster of the provider, for
+// as long as it exists, so what they keep of each is what the SP's memory grows with. These transforms keep what the SP reads — the status function,
 // the resource view, the reconciler's convergence and the day-2 decisions — and drop the rest of the operator's
 // spec and status (on a real hub most of the object: services, networking, etcd, platform details, the platform
 // and configuration status, a long version history). Writes never start from a cached object's fields beyond
@@ -63,7 +66,22 @@ func TrimNodePool(np *hyperv1.NodePool) *hyperv1.NodePool {
 	return out
 }
 
-// trimTransform is the informers' transform for HostedClusters and NodePools: stripTransform, then the trims above.
+// TrimManagedCluster keeps of a ManagedCluster its metadata and, of its status, the console URL claim
+// (clusters.ConsoleURLClaim): the SP reads nothing else of it (the index finds it by name and instance label, and it
+// is never written from the cache). The klusterlet's conditions, capacity, version and other claims are dropped.
+func TrimManagedCluster(mc *clusterv1.ManagedCluster) *clusterv1.ManagedCluster {
+	out := &clusterv1.ManagedCluster{TypeMeta: mc.TypeMeta, ObjectMeta: mc.ObjectMeta}
+	for _, c := range mc.Status.ClusterClaims {
+		if c.Name == clusters.ConsoleURLClaim {
+			out.Status.ClusterClaims = []clusterv1.ManagedClusterClaim{c}
+			break
+		}
+	}
+	return out
+}
+
+// trimTransform is the informers' transform for HostedClusters, NodePools and ManagedClusters: stripTransform, then
+// the trims above.
 func trimTransform(obj any) (any, error) {
 	obj, err := stripTransform(obj)
 	if err != nil {
@@ -74,6 +92,8 @@ func trimTransform(obj any) (any, error) {
 		return TrimHostedCluster(o), nil
 	case *hyperv1.NodePool:
 		return TrimNodePool(o), nil
+	case *clusterv1.ManagedCluster:
+		return TrimManagedCluster(o), nil
 	}
 	return obj, nil
 }

@@ -10,8 +10,12 @@ import (
 
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/simulator"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
@@ -84,6 +88,50 @@ func TestTrimChangesNothingTheSPReads(t *testing.T) {
 		t.Errorf("trimmed HostedCluster is %d bytes of %d", len(small), len(full))
 	}
 	t.Logf("recorded completed HostedCluster: %d bytes as YAML, %d trimmed", len(full), len(small))
+}
+
+// A trimmed ManagedCluster reads the same to the SP — the resource (its console URL), the index's name and instance
+// label — as the klusterlet's full one, and keeps none of its conditions, capacity, version or other claims.
+func TestTrimManagedCluster(t *testing.T) {
+	hc, np := rendered(t)
+	mc := render.Render(render.Input{ID: "x", Provider: "p", Name: "trim", Namespace: "clusters", Platform: clusters.KubeVirt,
+		SpecJSON: `{}`, ManagedCluster: true}).ManagedCluster
+	if mc == nil {
+		t.Fatal("render made no ManagedCluster")
+	}
+	now := metav1.Now()
+	mc.Status = clusterv1.ManagedClusterStatus{
+		Conditions: []metav1.Condition{
+			{Type: clusterv1.ManagedClusterConditionJoined, Status: metav1.ConditionTrue, Reason: "ManagedClusterJoined", LastTransitionTime: now},
+			{Type: clusterv1.ManagedClusterConditionAvailable, Status: metav1.ConditionTrue, Reason: "ManagedClusterAvailable", LastTransitionTime: now},
+		},
+		Capacity:      clusterv1.ResourceList{"cpu": resource.MustParse("16")},
+		Version:       clusterv1.ManagedClusterVersion{Kubernetes: "v1.30.4"},
+		ClusterClaims: []clusterv1.ManagedClusterClaim{{Name: "id.openshift.io", Value: "u"}, {Name: clusters.ConsoleURLClaim, Value: "https://console.example"}, {Name: "kubeversion.open-cluster-management.io", Value: "v1.30.4"}},
+	}
+	before := mc.DeepCopy()
+	trimmed := hub.TrimManagedCluster(mc)
+	if !equality.Semantic.DeepEqual(before, mc) {
+		t.Fatal("trimming changed the object it was given")
+	}
+	settings := clusters.ViewSettings{DefaultWorkerCount: 2}
+	at := hc.CreationTimestamp.Add(time.Hour)
+	full := clusters.BuildCluster(clusters.View{ID: "x", HostedCluster: hc, NodePools: []*hyperv1.NodePool{np}, ManagedCluster: mc}, at, settings)
+	trim := clusters.BuildCluster(clusters.View{ID: "x", HostedCluster: hc, NodePools: []*hyperv1.NodePool{np}, ManagedCluster: trimmed}, at, settings)
+	if !reflect.DeepEqual(full, trim) {
+		t.Errorf("the trimmed ManagedCluster reads\n%+v\nthe full one\n%+v", trim, full)
+	}
+	_, fullURL := clusters.Endpoints(clusters.View{ID: "x", HostedCluster: hc, ManagedCluster: mc})
+	_, trimURL := clusters.Endpoints(clusters.View{ID: "x", HostedCluster: hc, ManagedCluster: trimmed})
+	if fullURL != "https://console.example" || trimURL != fullURL {
+		t.Errorf("console URL %q from the trimmed ManagedCluster, %q from the full one", trimURL, fullURL)
+	}
+	if trimmed.Name != mc.Name || meta.InstanceID(trimmed.Labels) != meta.InstanceID(mc.Labels) || meta.InstanceID(mc.Labels) == "" {
+		t.Errorf("metadata: %s %v, want %s %v", trimmed.Name, trimmed.Labels, mc.Name, mc.Labels)
+	}
+	if len(trimmed.Status.Conditions) != 0 || trimmed.Status.Capacity != nil || trimmed.Status.Version.Kubernetes != "" || len(trimmed.Status.ClusterClaims) != 1 {
+		t.Errorf("trimmed status keeps more than the console URL claim: %+v", trimmed.Status)
+	}
 }
 
 func rendered(t *testing.T) (*hyperv1.HostedCluster, *hyperv1.NodePool) {
