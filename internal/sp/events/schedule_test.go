@@ -82,9 +82,8 @@ func TestSettleFor(t *testing.T) {
 // A new status goes out at once; a burst of new messages within it is one event, the last of them, sent once it has
 // settled; a cluster whose message keeps changing is still reported, a debounce window after its first change.
 func TestSettleCoalescesABurst(t *testing.T) {
-	url, _ := startNATS(t, true)
 	const settle, debounce = 200 * time.Millisecond, time.Second
-	p := startPublisher(t, Options{URL: url, Settle: settle, Debounce: debounce})
+	p, url := termStarted(t, settle, debounce)
 	var mu sync.Mutex
 	var delivered []string
 	at := map[string]time.Time{}
@@ -105,10 +104,6 @@ func TestSettleCoalescesABurst(t *testing.T) {
 		}
 		return n
 	}
-
-	// The term runs (a status reported before it begins goes out when it begins, settled or not).
-	p.Report("warm", status.Report{Status: status.Ready})
-	waitTrue(t, func() bool { return p.Delivered("warm", status.Ready) })
 
 	// A new status (TestSettleFor: it does not settle).
 	p.Report("burst", status.Report{Status: status.Provisioning, Message: "starting"})
@@ -154,9 +149,8 @@ func TestSettleCoalescesABurst(t *testing.T) {
 // A new status goes out at once and the burst of messages it begins follows as one event once settled, without
 // waiting for the window; the event after that waits for it (at most two events in a window).
 func TestNewStatusBurstFollowsSettled(t *testing.T) {
-	url, _ := startNATS(t, true)
 	const settle, debounce = 100 * time.Millisecond, 2 * time.Second
-	p := startPublisher(t, Options{URL: url, Settle: settle, Debounce: debounce})
+	p, url := termStarted(t, settle, debounce)
 	var mu sync.Mutex
 	var sent []time.Time
 	delivered := func(n int) bool {
@@ -164,9 +158,6 @@ func TestNewStatusBurstFollowsSettled(t *testing.T) {
 		defer mu.Unlock()
 		return len(sent) >= n
 	}
-	// The term runs (a status reported before it begins goes out when it begins, settled or not).
-	p.Report("warm", status.Report{Status: status.Ready})
-	waitTrue(t, func() bool { return p.Delivered("warm", status.Ready) })
 	p.OnDelivered(func(id string, _ status.Status) {
 		if id != "x" {
 			return
@@ -201,4 +192,16 @@ func TestNewStatusBurstFollowsSettled(t *testing.T) {
 	if got := messages(t, evs); got != "starting,c,d" {
 		t.Fatalf("messages published %v, want starting,c,d", got)
 	}
+}
+
+// termStarted starts a publisher with settle and debounce on its own JetStream (at url) and returns it once its
+// leadership term runs: a status reported before the term begins goes out when it begins, settled or not, which the
+// tests of the schedule must not mistake for the schedule's doing.
+func termStarted(t *testing.T, settle, debounce time.Duration) (p *Publisher, url string) {
+	t.Helper()
+	url, _ = startNATS(t, true)
+	p = startPublisher(t, Options{URL: url, Settle: settle, Debounce: debounce})
+	p.Report("warm", status.Report{Status: status.Ready})
+	waitTrue(t, func() bool { return p.Delivered("warm", status.Ready) })
+	return p, url
 }
