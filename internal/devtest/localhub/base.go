@@ -78,7 +78,7 @@ func baseData(bin string, base *Base) (string, error) {
 	}
 	now := time.Now()
 	_ = os.Chtimes(filepath.Join(dir, "complete"), now, now) // in use: not pruned
-	data, err := os.MkdirTemp("", "localhub-etcd-")
+	data, err := os.MkdirTemp("", etcdDirPrefix)
 	if err != nil {
 		return "", err
 	}

@@ -54,7 +54,7 @@ func StartControllerManager(opts ControllerManagerOptions) (*ControllerManager, 
 	if len(opts.Kubeconfig) == 0 || len(opts.Controllers) == 0 {
 		return nil, errors.New("kube-controller-manager needs a kubeconfig and controllers")
 	}
-	dir, err := os.MkdirTemp("", "localhub-kcm-")
+	dir, err := os.MkdirTemp("", kcmDirPrefix)
 	if err != nil {
 		return nil, err
 	}

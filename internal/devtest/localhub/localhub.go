@@ -115,7 +115,7 @@ func start(opts Options, etcdData string) (*Hub, error) {
 	}
 	// A directory of our own (envtest replaces one it made itself on every start): the serving certificate, and
 	// so the clients' CA, survive StopAPIServer/StartAPIServer.
-	certDir, err := os.MkdirTemp("", "localhub-apiserver-")
+	certDir, err := os.MkdirTemp("", apiserverDirPrefix)
 	if err != nil {
 		return nil, err
 	}

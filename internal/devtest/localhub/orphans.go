@@ -12,9 +12,16 @@ import (
 // hubBinaries are the processes a local hub runs.
 var hubBinaries = []string{"kube-apiserver", "etcd", "kube-controller-manager"}
 
-// hubDirs are the temporary directories only local hubs pass their processes: this package's certificate and
-// controller-manager directories and envtest's data directories.
-var hubDirs = []string{"localhub-apiserver-", "localhub-kcm-", "k8s_test_framework_"}
+// The prefixes of the temporary directories this package makes for a hub's processes.
+const (
+	apiserverDirPrefix = "localhub-apiserver-" // kube-apiserver's certificates
+	kcmDirPrefix       = "localhub-kcm-"       // kube-controller-manager's
+	etcdDirPrefix      = "localhub-etcd-"      // etcd's data, copied from a prepared base
+)
+
+// hubDirs are the temporary directories only local hubs pass their processes: this package's and envtest's data
+// directories.
+var hubDirs = []string{apiserverDirPrefix, kcmDirPrefix, etcdDirPrefix, "k8s_test_framework_"}
 
 // ReapOrphans kills the hub processes a dead test binary or dev command left behind: a kube-apiserver, etcd or
 // kube-controller-manager started with a local hub's directories whose parent is gone (it was reparented to

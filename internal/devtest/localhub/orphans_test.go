@@ -22,7 +22,8 @@ func TestHubProcessRecognised(t *testing.T) {
 	if !isHubBinary("etcd") || isHubBinary("etcdctl") || !isHubBinary("kube-controller-manager") {
 		t.Error("hub binaries misrecognised")
 	}
-	if !mentionsHubDir("kube-apiserver\x00--cert-dir=/tmp/localhub-apiserver-123") || mentionsHubDir("etcd\x00--data-dir=/var/lib/etcd") {
+	if !mentionsHubDir("kube-apiserver\x00--cert-dir=/tmp/localhub-apiserver-123") || mentionsHubDir("etcd\x00--data-dir=/var/lib/etcd") ||
+		!mentionsHubDir("etcd\x00--data-dir=/tmp/localhub-etcd-705082638") {
 		t.Error("hub directories misrecognised")
 	}
 }
