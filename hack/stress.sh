@@ -26,7 +26,15 @@ if [ "${STRESS_LOAD:-1}" != 0 ]; then
   # The load: the whole suite, again and again, until the stress runs end.
   setsid bash -c 'while true; do go test "$@" ./... >"'"$out"'/load.log" 2>&1 || true; done' load "${flags[@]}" &
   load_pid=$!
-  trap 'kill -- -$load_pid 2>/dev/null || true' EXIT
+  go build -o "$out/reaphubs" ./hack/reaphubs
+  # stop_load kills the load and then the hubs its killed test binaries leave behind (they run in their own process
+  # groups): it waits, at most 30 s, for the load's processes to be gone, so that their hubs are orphans by then.
+  stop_load() {
+    kill -- -"$load_pid" 2>/dev/null || true
+    for _ in $(seq 1 150); do kill -0 -- -"$load_pid" 2>/dev/null || break; sleep 0.2; done
+    "$out/reaphubs" || true
+  }
+  trap stop_load EXIT
 fi
 
 failures=0
