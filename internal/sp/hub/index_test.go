@@ -43,7 +43,7 @@ func TestPageOrderAndKeyset(t *testing.T) {
 	}{{"c", 2 * time.Second}, {"b", time.Second}, {"a", time.Second}, {"d", 3 * time.Second}} {
 		x.PutHostedCluster(hc(c.id, c.at))
 	}
-	page, more := x.Page(nil, 2)
+	page, more := x.AppendPage(nil, nil, 2)
 	if ids(page) != "a b " || !more {
 		t.Fatalf("first page %q more=%v", ids(page), more)
 	}
@@ -51,7 +51,7 @@ func TestPageOrderAndKeyset(t *testing.T) {
 	// A cluster inserted before the cursor and one deleted after it change nothing for the remaining pages.
 	x.PutHostedCluster(hc("0", 0))
 	x.DeleteHostedCluster(hc("c", 2*time.Second))
-	page, more = x.Page(&after, 2)
+	page, more = x.AppendPage(nil, &after, 2)
 	if ids(page) != "d " || more {
 		t.Fatalf("second page %q more=%v", ids(page), more)
 	}
@@ -75,7 +75,7 @@ func TestGoneClustersAreSkipped(t *testing.T) {
 	if !ok || !v.Gone() {
 		t.Fatal("only the status finalizer left: gone for DCM")
 	}
-	if page, _ := x.Page(nil, 10); len(page) != 0 {
+	if page, _ := x.AppendPage(nil, nil, 10); len(page) != 0 {
 		t.Fatalf("a gone cluster is listed: %q", ids(page))
 	}
 	if (clusters.View{}).Gone() != true {
@@ -114,7 +114,7 @@ func TestViewNodePools(t *testing.T) {
 	if got := names(before); !slices.Equal(got, []string{"c-a-0", "c-a-1", "c-a-2"}) {
 		t.Fatalf("an earlier view changed: %v", got)
 	}
-	if page, _ := x.Page(nil, 10); len(page) != 1 || !slices.Equal(names(page[0]), names(after)) {
+	if page, _ := x.AppendPage(nil, nil, 10); len(page) != 1 || !slices.Equal(names(page[0]), names(after)) {
 		t.Fatalf("page %v", page)
 	}
 }
@@ -176,7 +176,7 @@ func TestProviderScope(t *testing.T) {
 	for _, h := range []*hyperv1.HostedCluster{mine, theirs, legacy} {
 		x.PutHostedCluster(h)
 	}
-	page, _ := x.Page(nil, 10)
+	page, _ := x.AppendPage(nil, nil, 10)
 	if ids(page) != "m l " {
 		t.Fatalf("visible %q", ids(page))
 	}

@@ -32,8 +32,9 @@ type Index interface {
 	Get(id string) (clusters.View, bool)
 	// IDByName returns the instance whose HostedCluster has this name.
 	IDByName(name string) (string, bool)
-	// Page returns up to limit clusters after the key, in (create time, id) order, and whether more follow.
-	Page(after *clusters.Key, limit int) (views []clusters.View, more bool)
+	// AppendPage appends to dst up to limit clusters after the key, in (create time, id) order, and reports whether
+	// more follow.
+	AppendPage(dst []clusters.View, after *clusters.Key, limit int) (views []clusters.View, more bool)
 	// Secret returns the metadata of a Secret of the SP's namespace.
 	Secret(name string) (*metav1.PartialObjectMetadata, bool)
 	// ManagedClusters are this provider's ManagedClusters by instance id.
