@@ -174,7 +174,7 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	byObject := map[client.Object]cache.ByObject{
 		&hyperv1.HostedCluster{}:    {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
 		&hyperv1.NodePool{}:         {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
-		secretMetadata():            {Namespaces: ns, UnsafeDisableDeepCopy: ptrTrue()},
+		secretMetadata():            {Namespaces: ns, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
 		&clusterv1.ManagedCluster{}: {Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
 		&corev1.Namespace{}:         {Label: labels.SelectorFromSet(nil).Add(mustExists(ClusterNamespaceLabel)), UnsafeDisableDeepCopy: ptrTrue()},
 		&corev1.ConfigMap{}:         {Namespaces: map[string]cache.Config{opts.HypershiftNamespace: {}}, Field: fields.OneTermEqualSelector("metadata.name", "supported-versions")},

@@ -3,6 +3,7 @@ package hub
 import (
 	configv1 "github.com/openshift/api/config/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
@@ -32,12 +33,12 @@ func TrimHostedCluster(hc *hyperv1.HostedCluster) *hyperv1.HostedCluster {
 	if cfg := hc.Spec.Configuration; cfg != nil && cfg.Ingress != nil {
 		out.Spec.Configuration = &hyperv1.ClusterConfiguration{Ingress: &configv1.IngressSpec{Domain: cfg.Ingress.Domain, AppsDomain: cfg.Ingress.AppsDomain}}
 	}
-	out.Status.Conditions = hc.Status.Conditions
+	out.Status.Conditions = exact(hc.Status.Conditions)
 	out.Status.KubeConfig = hc.Status.KubeConfig
 	out.Status.ControlPlaneEndpoint = hc.Status.ControlPlaneEndpoint
 	if v := hc.Status.Version; v != nil {
 		kept := *v
-		kept.History = historyToCompleted(v.History)
+		kept.History = exact(historyToCompleted(v.History))
 		out.Status.Version = &kept
 	}
 	return out
@@ -54,10 +55,20 @@ func historyToCompleted(h []configv1.UpdateHistory) []configv1.UpdateHistory {
 	return h
 }
 
+// exact copies a slice the decoder grew (by doubling: up to half of it spare) into one of its length, so that the
+// cache keeps neither the spare capacity nor, for a part of a longer slice, the rest of it.
+func exact[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return append(make(S, 0, len(s)), s...)
+}
+
 // TrimNodePool keeps of a NodePool its metadata, its status and, of its spec: replicas, autoscaling, release and
 // platform (its type and sizes, which a resize compares).
 func TrimNodePool(np *hyperv1.NodePool) *hyperv1.NodePool {
 	out := &hyperv1.NodePool{TypeMeta: np.TypeMeta, ObjectMeta: np.ObjectMeta, Status: np.Status}
+	out.Status.Conditions = exact(np.Status.Conditions)
 	out.Spec.ClusterName = np.Spec.ClusterName
 	out.Spec.Replicas = np.Spec.Replicas
 	out.Spec.AutoScaling = np.Spec.AutoScaling
@@ -66,11 +77,13 @@ func TrimNodePool(np *hyperv1.NodePool) *hyperv1.NodePool {
 	return out
 }
 
-// TrimManagedCluster keeps of a ManagedCluster its metadata and, of its status, the console URL claim
-// (clusters.ConsoleURLClaim): the SP reads nothing else of it (the index finds it by name and instance label, and it
-// is never written from the cache). The klusterlet's conditions, capacity, version and other claims are dropped.
+// TrimManagedCluster keeps of a ManagedCluster its metadata but its annotations and, of its status, the console URL
+// claim (clusters.ConsoleURLClaim): the SP reads nothing else of it (the index finds it by name and instance label,
+// and it is never written from the cache; the HostedCluster UID annotation a deletion checks is read from the API
+// server). The annotations, the klusterlet's conditions, capacity, version and other claims are dropped.
 func TrimManagedCluster(mc *clusterv1.ManagedCluster) *clusterv1.ManagedCluster {
 	out := &clusterv1.ManagedCluster{TypeMeta: mc.TypeMeta, ObjectMeta: mc.ObjectMeta}
+	out.Annotations = nil
 	for _, c := range mc.Status.ClusterClaims {
 		if c.Name == clusters.ConsoleURLClaim {
 			out.Status.ClusterClaims = []clusterv1.ManagedClusterClaim{c}
@@ -80,8 +93,17 @@ func TrimManagedCluster(mc *clusterv1.ManagedCluster) *clusterv1.ManagedCluster 
 	return out
 }
 
-// trimTransform is the informers' transform for HostedClusters, NodePools and ManagedClusters: stripTransform, then
-// the trims above.
+// TrimSecret keeps of a Secret's metadata all but its annotations: the SP finds its Secrets by name, instance label
+// and owner, and reads a kubeconfig's content from the API server; no annotation of a Secret is read. The cache holds
+// four or more Secrets per cluster.
+func TrimSecret(s *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	out := &metav1.PartialObjectMetadata{TypeMeta: s.TypeMeta, ObjectMeta: s.ObjectMeta}
+	out.Annotations = nil
+	return out
+}
+
+// trimTransform is the informers' transform for HostedClusters, NodePools, ManagedClusters and Secrets' metadata:
+// stripTransform, then the trims above.
 func trimTransform(obj any) (any, error) {
 	obj, err := stripTransform(obj)
 	if err != nil {
@@ -94,6 +116,8 @@ func trimTransform(obj any) (any, error) {
 		return TrimNodePool(o), nil
 	case *clusterv1.ManagedCluster:
 		return TrimManagedCluster(o), nil
+	case *metav1.PartialObjectMetadata:
+		return TrimSecret(o), nil
 	}
 	return obj, nil
 }

@@ -70,6 +70,15 @@ func TestTrimChangesNothingTheSPReads(t *testing.T) {
 		if !equality.Semantic.DeepEqual(before, s.hc) {
 			t.Fatalf("%s: trimming changed the object it was given", s.name)
 		}
+		// The decoder's spare capacity is not kept (the cache holds every cluster's conditions).
+		if c := trimmed.Status.Conditions; cap(c) != len(c) {
+			t.Errorf("%s: trimmed conditions: length %d, capacity %d", s.name, len(c), cap(c))
+		}
+		for _, np := range trimmedNPs {
+			if c := np.Status.Conditions; cap(c) != len(c) {
+				t.Errorf("%s: trimmed NodePool conditions: length %d, capacity %d", s.name, len(c), cap(c))
+			}
+		}
 		for _, age := range []time.Duration{0, time.Minute, 10 * time.Minute, time.Hour, 30 * 24 * time.Hour} {
 			now := s.hc.CreationTimestamp.Add(age)
 			full := clusters.BuildCluster(clusters.View{ID: "x", HostedCluster: s.hc, NodePools: s.nps}, now, settings)
@@ -129,8 +138,39 @@ func TestTrimManagedCluster(t *testing.T) {
 	if trimmed.Name != mc.Name || meta.InstanceID(trimmed.Labels) != meta.InstanceID(mc.Labels) || meta.InstanceID(mc.Labels) == "" {
 		t.Errorf("metadata: %s %v, want %s %v", trimmed.Name, trimmed.Labels, mc.Name, mc.Labels)
 	}
+	if len(mc.Annotations) == 0 || trimmed.Annotations != nil {
+		t.Errorf("annotations: %v trimmed, %v before; want none kept", trimmed.Annotations, mc.Annotations)
+	}
 	if len(trimmed.Status.Conditions) != 0 || trimmed.Status.Capacity != nil || trimmed.Status.Version.Kubernetes != "" || len(trimmed.Status.ClusterClaims) != 1 {
 		t.Errorf("trimmed status keeps more than the console URL claim: %+v", trimmed.Status)
+	}
+}
+
+// A trimmed Secret's metadata reads the same to the SP — its name, version, instance label, owners, and whether it
+// is a HostedCluster's kubeconfig — and keeps no annotations.
+func TestTrimSecret(t *testing.T) {
+	hc, _ := rendered(t)
+	hc.UID = "hc-uid"
+	for _, sec := range simulator.OperatorSecrets(hc, []byte("kubeconfig"), "password", true) {
+		full := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: sec.ObjectMeta}
+		full.ResourceVersion = "42"
+		if full.Annotations == nil {
+			full.Annotations = map[string]string{"hypershift.openshift.io/cluster": hc.Namespace + "/" + hc.Name}
+		}
+		before := full.DeepCopy()
+		trimmed := hub.TrimSecret(full)
+		if !equality.Semantic.DeepEqual(before, full) {
+			t.Fatalf("%s: trimming changed the object it was given", sec.Name)
+		}
+		if trimmed.Annotations != nil {
+			t.Errorf("%s: annotations kept: %v", sec.Name, trimmed.Annotations)
+		}
+		if trimmed.Name != full.Name || trimmed.Namespace != full.Namespace || trimmed.ResourceVersion != "42" ||
+			meta.InstanceID(trimmed.Labels) != meta.InstanceID(full.Labels) ||
+			!reflect.DeepEqual(trimmed.OwnerReferences, full.OwnerReferences) ||
+			hub.KubeconfigBelongs(hc.Namespace, hc.Name, hc.UID, trimmed) != hub.KubeconfigBelongs(hc.Namespace, hc.Name, hc.UID, full) {
+			t.Errorf("%s: the trimmed metadata reads\n%+v\nthe full one\n%+v", sec.Name, trimmed.ObjectMeta, full.ObjectMeta)
+		}
 	}
 }
 
