@@ -121,6 +121,7 @@ type Hub struct {
 	cache     cache.Cache
 	discovery discovery.DiscoveryInterface
 	index     *Index
+	labels    *labelSets // the rendered label sets the cached objects share
 	log       *slog.Logger
 
 	specs       []informerSpec // every informer the hub may run, built once
@@ -171,6 +172,8 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	mapper := apimeta.FirstHitRESTMapper{MultiRESTMapper: apimeta.MultiRESTMapper{restMapper(), dynamicMapper}}
 	sel := meta.Selector()
 	ns := map[string]cache.Config{opts.Namespace: {}}
+	shared := newLabelSets()
+	trimTransform := trimTransform(shared)
 	byObject := map[client.Object]cache.ByObject{
 		&hyperv1.HostedCluster{}:    {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
 		&hyperv1.NodePool{}:         {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
@@ -195,7 +198,7 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub cache: %w", err)
 	}
-	h := &Hub{opts: opts, cfg: cfg, Client: c, cache: ca, discovery: dc, index: NewIndex(opts.Provider), log: opts.Log,
+	h := &Hub{opts: opts, cfg: cfg, Client: c, cache: ca, discovery: dc, index: NewIndex(opts.Provider), labels: shared, log: opts.Log,
 		started: map[string]toolscache.ResourceEventHandlerRegistration{}, kubeconfigs: newSecretCache(kubeconfigCacheTTL, kubeconfigCacheMax)}
 	h.specs = h.informerSpecs()
 	return h, nil

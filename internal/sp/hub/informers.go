@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/hubapi"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
 )
 
 // Start runs the caches and the discovery loop until ctx ends. It returns at once; use WaitForSync.
@@ -132,11 +133,11 @@ func (h *Hub) informerSpecs() []informerSpec {
 	x := h.index
 	specs := []informerSpec{
 		{name: "hostedclusters", api: APIHyperShift, needs: true, obj: func() client.Object { return &hyperv1.HostedCluster{} },
-			handler: typedHandler(x.PutHostedCluster, x.DeleteHostedCluster)},
+			handler: typedHandler(x.PutHostedCluster, forgetting(h.labels, x.DeleteHostedCluster))},
 		{name: "nodepools", api: APIHyperShift, needs: true, obj: func() client.Object { return &hyperv1.NodePool{} },
-			handler: typedHandler(x.PutNodePool, x.DeleteNodePool)},
+			handler: typedHandler(x.PutNodePool, forgetting(h.labels, x.DeleteNodePool))},
 		{name: "secrets", needs: true, obj: func() client.Object { return secretMetadata() },
-			handler: typedHandler(x.PutSecret, x.DeleteSecret)},
+			handler: typedHandler(x.PutSecret, forgetting(h.labels, x.DeleteSecret))},
 		{name: "managedclusters", api: APIManagedClusters, obj: func() client.Object { return &clusterv1.ManagedCluster{} },
 			handler: typedHandler(x.PutManagedCluster, x.DeleteManagedCluster)},
 		{name: "clusterimagesets", api: APIClusterImageSets, obj: func() client.Object { return newUnstructured(hubapi.ClusterImageSetGVK) }, needs: true},
@@ -152,6 +153,14 @@ func (h *Hub) informerSpecs() []informerSpec {
 		)
 	}
 	return specs
+}
+
+// forgetting is del that first drops the deleted object's instance from the shared label sets.
+func forgetting[T client.Object](labels *labelSets, del func(T)) func(T) {
+	return func(o T) {
+		labels.forget(meta.InstanceID(o.GetLabels()))
+		del(o)
+	}
 }
 
 // typedHandler adapts typed add/update/delete callbacks, unwrapping delete tombstones.

@@ -33,7 +33,7 @@ func TestTransformInternsSharedStrings(t *testing.T) {
 	want := decodedA.DeepCopy()
 	var kept [2]*hyperv1.HostedCluster
 	for i, hc := range []*hyperv1.HostedCluster{decodedA, decodedB} {
-		out, err := trimTransform(hc)
+		out, err := trimTransform(newLabelSets())(hc)
 		if err != nil {
 			t.Fatal(err)
 		}

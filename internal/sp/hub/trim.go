@@ -4,6 +4,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	hyperv1 "github.com/openshift/hypershift/api/hypershift/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
@@ -103,21 +104,30 @@ func TrimSecret(s *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
 }
 
 // trimTransform is the informers' transform for HostedClusters, NodePools, ManagedClusters and Secrets' metadata:
-// stripTransform, then the trims above.
-func trimTransform(obj any) (any, error) {
-	obj, err := stripTransform(obj)
-	if err != nil {
-		return obj, err
+// stripTransform, then the trims above; the HostedClusters', NodePools' and Secrets' rendered labels are shared
+// (labelSets).
+func trimTransform(labels *labelSets) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		obj, err := stripTransform(obj)
+		if err != nil {
+			return obj, err
+		}
+		switch o := obj.(type) {
+		case *hyperv1.HostedCluster:
+			o = TrimHostedCluster(o)
+			o.Labels = labels.share(o.Labels)
+			return o, nil
+		case *hyperv1.NodePool:
+			o = TrimNodePool(o)
+			o.Labels = labels.share(o.Labels)
+			return o, nil
+		case *clusterv1.ManagedCluster:
+			return TrimManagedCluster(o), nil
+		case *metav1.PartialObjectMetadata:
+			o = TrimSecret(o)
+			o.Labels = labels.share(o.Labels)
+			return o, nil
+		}
+		return obj, nil
 	}
-	switch o := obj.(type) {
-	case *hyperv1.HostedCluster:
-		return TrimHostedCluster(o), nil
-	case *hyperv1.NodePool:
-		return TrimNodePool(o), nil
-	case *clusterv1.ManagedCluster:
-		return TrimManagedCluster(o), nil
-	case *metav1.PartialObjectMetadata:
-		return TrimSecret(o), nil
-	}
-	return obj, nil
 }
