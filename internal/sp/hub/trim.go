@@ -104,7 +104,7 @@ func TrimSecret(s *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
 }
 
 // trimTransform is the informers' transform for HostedClusters, NodePools, ManagedClusters and Secrets' metadata:
-// stripTransform, then the trims above; the HostedClusters', NodePools' and Secrets' rendered labels are shared
+// stripTransform, then the trims above; the labels of a cluster's HostedCluster, NodePools and Secrets are shared
 // (labelSets).
 func trimTransform(labels *labelSets) toolscache.TransformFunc {
 	return func(obj any) (any, error) {
@@ -114,20 +114,18 @@ func trimTransform(labels *labelSets) toolscache.TransformFunc {
 		}
 		switch o := obj.(type) {
 		case *hyperv1.HostedCluster:
-			o = TrimHostedCluster(o)
-			o.Labels = labels.share(o.Labels)
-			return o, nil
+			obj = TrimHostedCluster(o)
 		case *hyperv1.NodePool:
-			o = TrimNodePool(o)
-			o.Labels = labels.share(o.Labels)
-			return o, nil
-		case *clusterv1.ManagedCluster:
-			return TrimManagedCluster(o), nil
+			obj = TrimNodePool(o)
 		case *metav1.PartialObjectMetadata:
-			o = TrimSecret(o)
-			o.Labels = labels.share(o.Labels)
-			return o, nil
+			obj = TrimSecret(o)
+		case *clusterv1.ManagedCluster:
+			return TrimManagedCluster(o), nil // its labels are its own: nothing to share them with
+		default:
+			return obj, nil
 		}
+		m := obj.(metav1.Object)
+		m.SetLabels(labels.share(m.GetLabels()))
 		return obj, nil
 	}
 }
