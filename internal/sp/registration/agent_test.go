@@ -2,6 +2,7 @@ package registration
 
 import (
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +23,12 @@ func TestRegistersWithAnEnvironmentAgent(t *testing.T) {
 	defer agent.Close()
 	src := &caps{c: Capabilities{Platforms: []string{"kubevirt"}, KubernetesVersions: []string{"1.34"}}}
 	r, _ := start(t, agent.URL, src, func(o *Options) { o.Refresh = 100 * time.Millisecond })
-	waitFor(t, "registered", func() bool { return registered(r) })
-	first, _ := agent.Get("acm-cluster-sp")
-	waitFor(t, "re-registered", func() bool { p, _ := agent.Get("acm-cluster-sp"); return p.Status == "updated" })
-	again, _ := agent.Get("acm-cluster-sp")
-	if first.Status != "registered" || again.ID != first.ID || again.ServiceType != "cluster" || again.SchemaVersion != "v1alpha1" ||
-		!equalList(again.Metadata["kubernetesSupportedVersions"], "1.34") {
+	waitFor(t, "registered, then re-registered", func() bool { return registered(r) && len(agent.Registrations()) >= 2 })
+	regs := agent.Registrations()
+	first, again := regs[0], regs[1]
+	if first.Code != http.StatusCreated || first.Provider.Status != "registered" || again.Code != http.StatusOK || again.Provider.Status != "updated" ||
+		again.Provider.ID != first.Provider.ID || again.Provider.ServiceType != "cluster" || again.Provider.SchemaVersion != "v1alpha1" ||
+		!equalList(again.Provider.Metadata["kubernetesSupportedVersions"], "1.34") {
 		t.Fatalf("first %+v, then %+v", first, again)
 	}
 }

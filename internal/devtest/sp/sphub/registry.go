@@ -31,6 +31,7 @@ type Registry struct {
 	mu        sync.Mutex
 	providers map[string]*Provider // by name
 	requests  []Provider
+	answered  []Registration
 	failCode  int
 	failLeft  int
 }
@@ -48,6 +49,13 @@ type Provider struct {
 	Status        string         `json:"status,omitempty"`
 	CreateTime    time.Time      `json:"create_time"`
 	UpdateTime    time.Time      `json:"update_time"`
+}
+
+// Registration is a registration the stand-in accepted: its status code (201 created, 200 updated) and the
+// provider as stored then.
+type Registration struct {
+	Code     int
+	Provider Provider
 }
 
 // StartRegistry serves the SPM stand-in on addr (e.g. "127.0.0.1:0").
@@ -86,6 +94,14 @@ func (r *Registry) Requests() []Provider {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Provider(nil), r.requests...)
+}
+
+// Registrations returns every accepted registration, in order: what each answer said, where Get shows only the
+// latest.
+func (r *Registry) Registrations() []Registration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Registration(nil), r.answered...)
 }
 
 // Get returns a registered provider by name.
@@ -167,6 +183,7 @@ func (r *Registry) create(w http.ResponseWriter, req *http.Request) {
 		}
 		p.ID, p.CreateTime, p.UpdateTime, p.Status = existing.ID, existing.CreateTime, now, "updated"
 		r.providers[p.Name] = &p
+		r.answered = append(r.answered, Registration{http.StatusOK, p})
 		writeJSON(w, http.StatusOK, p)
 		return
 	}
@@ -190,6 +207,7 @@ func (r *Registry) create(w http.ResponseWriter, req *http.Request) {
 	}
 	p.ID, p.CreateTime, p.UpdateTime, p.Status = id, now, now, "registered"
 	r.providers[p.Name] = &p
+	r.answered = append(r.answered, Registration{http.StatusCreated, p})
 	writeJSON(w, http.StatusCreated, p)
 }
 
