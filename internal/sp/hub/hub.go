@@ -121,7 +121,7 @@ type Hub struct {
 	cache     cache.Cache
 	discovery discovery.DiscoveryInterface
 	index     *Index
-	labels    *labelSets // the rendered label sets the cached objects share
+	labels    *labelSets // the label sets a cluster's cached objects share
 	log       *slog.Logger
 
 	specs       []informerSpec // every informer the hub may run, built once
@@ -173,12 +173,12 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 	sel := meta.Selector()
 	ns := map[string]cache.Config{opts.Namespace: {}}
 	shared := newLabelSets()
-	trimTransform := trimTransform(shared)
+	trim := trimTransform(shared)
 	byObject := map[client.Object]cache.ByObject{
-		&hyperv1.HostedCluster{}:    {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
-		&hyperv1.NodePool{}:         {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
-		secretMetadata():            {Namespaces: ns, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
-		&clusterv1.ManagedCluster{}: {Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trimTransform},
+		&hyperv1.HostedCluster{}:    {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trim},
+		&hyperv1.NodePool{}:         {Namespaces: ns, Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trim},
+		secretMetadata():            {Namespaces: ns, UnsafeDisableDeepCopy: ptrTrue(), Transform: trim},
+		&clusterv1.ManagedCluster{}: {Label: sel, UnsafeDisableDeepCopy: ptrTrue(), Transform: trim},
 		&corev1.Namespace{}:         {Label: labels.SelectorFromSet(nil).Add(mustExists(ClusterNamespaceLabel)), UnsafeDisableDeepCopy: ptrTrue()},
 		&corev1.ConfigMap{}:         {Namespaces: map[string]cache.Config{opts.HypershiftNamespace: {}}, Field: fields.OneTermEqualSelector("metadata.name", "supported-versions")},
 		&appsv1.Deployment{}:        {Namespaces: map[string]cache.Config{opts.HypershiftNamespace: {}}, Field: fields.OneTermEqualSelector("metadata.name", "operator")},
