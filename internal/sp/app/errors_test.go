@@ -3,10 +3,12 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +20,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/faultproxy"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/clusters"
 	"github.com/dcm-sp/acm-cluster-sp/internal/sp/meta"
+	"github.com/dcm-sp/acm-cluster-sp/internal/sp/render"
 	"github.com/dcm-sp/acm-cluster-sp/pkg/api"
 )
 
@@ -384,5 +388,61 @@ func TestKubeconfigErrorsDoNotQuoteTheFile(t *testing.T) {
 	cfg.HubKubeconfig = filepath.Join(dir, "missing")
 	if _, err := New(&cfg, Options{}); err == nil || !strings.Contains(err.Error(), "cannot read") {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// A name the hub already gives to something the SP did not make — an unlabelled HostedCluster in its namespace, a
+// ManagedCluster, ACM's cluster namespace of that name — is a 409 naming it, and the refused create writes
+// nothing: no instance lock, no cluster, and the rival is left as it was.
+func TestCreateNameTakenOnTheHub(t *testing.T) {
+	t.Parallel()
+	sp := shared(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		what  string
+		rival func(name string) client.Object
+		want  string
+	}{
+		{"unlabelled HostedCluster", func(name string) client.Object {
+			hc := render.Render(render.Input{ID: "rival", Provider: "rival", Name: name, Namespace: "clusters", InfraID: name,
+				Platform: clusters.KubeVirt, SpecJSON: `{}`, ReleaseImage: "quay.io/openshift-release-dev/ocp-release:4.17.29-multi",
+				ControllerAvailabilityPolicy: hyperv1.SingleReplica, WorkerCount: 1}).HostedCluster
+			hc.Labels, hc.Annotations, hc.Finalizers = nil, nil, nil
+			return hc
+		}, "HostedCluster %s exists"},
+		{"ManagedCluster", func(name string) client.Object {
+			return &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}
+		}, "ManagedCluster %s exists"},
+		{"ACM's cluster namespace", func(name string) client.Object {
+			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		}, "namespace %s exists"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			name := uniqueName("taken")
+			rival := c.rival(name)
+			if err := testHub.Client.Create(ctx, rival); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = testHub.Client.Delete(context.Background(), rival) })
+			labels := maps.Clone(rival.GetLabels()) // as created (a Namespace gets its name label)
+			id := "inst-" + name
+			code, h, body := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters?id="+id, "application/json", []byte(kubevirtBody(name, 1)))
+			assertProblem(t, code, h, body, http.StatusConflict, fmt.Sprintf(c.want, name))
+			// Of what an instance may leave, only the rival itself may show (a ManagedCluster of the name).
+			var want []string
+			if _, ok := rival.(*clusterv1.ManagedCluster); ok {
+				want = []string{"ManagedCluster/" + name}
+			}
+			if left := leftovers(t, id, name); !slices.Equal(left, want) {
+				t.Fatalf("after the refused create: %v, want %v", left, want)
+			}
+			if code, _ := sp.get(t, id); code != http.StatusNotFound {
+				t.Fatalf("GET of the refused instance: %d", code)
+			}
+			// Not adopted: the rival's labels are as they were.
+			if err := testHub.Client.Get(ctx, client.ObjectKeyFromObject(rival), rival); err != nil || !maps.Equal(rival.GetLabels(), labels) {
+				t.Fatalf("the rival: %v, labels %v, created with %v", err, rival.GetLabels(), labels)
+			}
+		})
 	}
 }
