@@ -446,3 +446,18 @@ func TestCreateNameTakenOnTheHub(t *testing.T) {
 		})
 	}
 }
+
+// A version the matrix knows but no ClusterImageSet of the hub provides (the hub has 4.14 to 4.20) is a 422 naming
+// it, refused before any write.
+func TestCreateVersionWithoutImageSet(t *testing.T) {
+	t.Parallel()
+	sp := shared(t)
+	name := uniqueName("noimg")
+	id := "inst-" + name
+	body := fmt.Sprintf(`{"version":"4.21","metadata":{"name":%q},"provider_hints":{"acm":{"platform":"kubevirt"}}}`, name)
+	code, h, raw := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters?id="+id, "application/json", []byte(body))
+	assertProblem(t, code, h, raw, http.StatusUnprocessableEntity, "no ClusterImageSet for OpenShift 4.21")
+	if left := leftovers(t, id, name); len(left) != 0 {
+		t.Fatalf("the refused create wrote %v", left)
+	}
+}
