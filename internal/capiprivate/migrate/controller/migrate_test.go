@@ -178,6 +178,10 @@ func (r *rig) start(mutate func(*controller.RunOptions)) {
 				}
 			}},
 		LeaderElection: true, LeaderElectionNamespace: r.ns, SkipNameValidation: true,
+		// A lease a loaded machine renews in time: with the default 15 s one (renewed within 10 s) a migrator lost
+		// its leadership under make stress and stopped, and no Deployment here starts it again. A stopped migrator
+		// releases its lease, so a restarted one still takes over at once.
+		LeaseDuration: time.Minute,
 	}
 	o.Log = testLog(r.t)
 	if mutate != nil {

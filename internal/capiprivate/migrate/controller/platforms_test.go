@@ -76,11 +76,11 @@ func TestUnsupportedPlatformRefused(t *testing.T) {
 	r := newRigSpec(t, "plat-azure", 1, 1, map[string]string{plan.ScopeAnnotation: plan.ScopeLegacy}, false,
 		func(s *capipods.HostedClusterSpec) { s.Platform = capipods.Azure })
 	writes, waits := r.startRefusing()
-	a := r.waitAnnotations("blocked by the platform", time.Minute, func(a map[string]string) bool {
+	a := r.waitAnnotations("blocked by the platform", runWithin, func(a map[string]string) bool {
 		return a[plan.BlockedAnnotation] == "safety: unsupported-platform Azure"
 	})
 	checkEvents(t, r.key, "MigrationBlocked")
-	testwait.For(t, time.Minute, "the migrator to look at the refused cluster again (its chances to write)", func() bool {
+	testwait.For(t, runWithin, "the migrator to look at the refused cluster again (its chances to write)", func() bool {
 		return waits.count(r.key, plan.PhaseNone, "unsupported-platform") >= 3
 	})
 	if w := writes.list(); len(w) != 0 || a[plan.ScopeAnnotation] != plan.ScopeLegacy || a[plan.InProgressAnnotation] != "" {

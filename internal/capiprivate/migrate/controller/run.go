@@ -23,6 +23,10 @@ type RunOptions struct {
 	// LeaderElection elects one migrator (Lease LeaderElectionID in LeaderElectionNamespace).
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// LeaseDuration is the leader's lease (0: controller-runtime's 15 s). The leader renews it every 2 s and gives
+	// it up when a renewal has not succeeded within two thirds of it; the migrator then stops, and its Deployment
+	// starts it again. Tests on a loaded machine take a longer one.
+	LeaseDuration time.Duration
 	// MetricsAddr and HealthAddr serve /metrics and /healthz, /readyz ("0" or "": off).
 	MetricsAddr, HealthAddr string
 	// Registry the migration metrics are registered with (nil: controller-runtime's, served on MetricsAddr).
@@ -59,6 +63,9 @@ func Start(ctx context.Context, cfg *rest.Config, o RunOptions) (*Running, error
 		LeaderElectionNamespace: o.LeaderElectionNamespace, LeaderElectionReleaseOnCancel: true,
 		Logger:     o.Log,
 		Controller: config.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},
+	}
+	if o.LeaseDuration > 0 {
+		mopts.LeaseDuration, mopts.RenewDeadline = ptr.To(o.LeaseDuration), ptr.To(o.LeaseDuration*2/3)
 	}
 	if o.Log.GetSink() == nil {
 		mopts.Logger = ctrl.Log.WithName("capi-private-migrate")

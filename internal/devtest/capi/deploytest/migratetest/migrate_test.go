@@ -124,6 +124,7 @@ func TestMigratorRunsAsItsServiceAccount(t *testing.T) {
 			QuietWindow: 2 * time.Second, HealthWindow: 3 * time.Second, Poll: 300 * time.Millisecond,
 		}},
 		LeaderElection: true, LeaderElectionNamespace: deploytest.Namespace, Registry: prometheus.NewRegistry(),
+		LeaseDuration: time.Minute, // renewed in time on a loaded machine (see the controller package's rig)
 	})
 	if err != nil {
 		t.Fatal(err)
