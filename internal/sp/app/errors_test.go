@@ -224,7 +224,7 @@ func TestCreateRollsBack(t *testing.T) {
 	id := "inst-" + name
 	code, h, body := do(t, http.MethodPost, sp.URL+"/api/v1alpha1/clusters?id="+id, "application/json", []byte(kubevirtBody(name, 1)))
 	assertProblem(t, code, h, body, http.StatusConflict, name)
-	waitFor(t, 10e9, "rollback", func() bool {
+	waitFor(t, 90*time.Second, "rollback", func() bool { // 10 s ran out under make stress
 		left := leftovers(t, id, name)
 		return len(left) == 0
 	})
