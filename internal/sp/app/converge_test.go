@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -195,6 +196,43 @@ func deleteAndWait(t *testing.T, sp *testSP, ns, id, name string) {
 		t.Fatalf("delete %s: %d %s", id, code, raw)
 	}
 	waitFor(t, 60*time.Second, "nothing left of "+id, func() bool { return len(leftoversIn(t, ns, id, name)) == 0 })
+}
+
+// The reconciler confirms a status that stepped back (a cache whose NodePools left before their HostedCluster's
+// deletion arrived) by reading the instance from the API server: LiveView shows what the hub has right after a
+// write no cache had to see, leaves out a NodePool of another instance, and shows no HostedCluster once it is gone.
+func TestLiveViewReadsTheHub(t *testing.T) {
+	t.Parallel()
+	sp := shared(t)
+	ctx := context.Background()
+	name := uniqueName("live")
+	id := "inst-" + name
+	if code, _, raw := sp.create(t, id, kubevirtBody(name, 1)); code != http.StatusCreated {
+		t.Fatalf("%d %s", code, raw)
+	}
+	key := client.ObjectKey{Namespace: "clusters", Name: name}
+	var hc hyperv1.HostedCluster
+	if err := testHub.Client.Get(ctx, key, &hc); err != nil {
+		t.Fatal(err)
+	}
+	np := &hyperv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "clusters", Name: name}}
+	mark := fmt.Sprintf(`{"metadata":{"annotations":{"test.dcm-sp.io/live":%q}}}`, name)
+	if err := testHub.Client.Patch(ctx, np, client.RawPatch(types.MergePatchType, []byte(mark))); err != nil {
+		t.Fatal(err)
+	}
+	probe := &hyperv1.HostedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "clusters", Name: name}}
+	v, err := sp.App.Service.LiveView(ctx, id, probe)
+	if err != nil || v.HostedCluster == nil || v.HostedCluster.UID != hc.UID || len(v.NodePools) != 1 ||
+		v.NodePools[0].Annotations["test.dcm-sp.io/live"] != name {
+		t.Fatalf("LiveView right after the NodePool changed: %v, %+v", err, v)
+	}
+	if v, err := sp.App.Service.LiveView(ctx, "inst-other-"+name, probe); err != nil || v.HostedCluster == nil || len(v.NodePools) != 0 {
+		t.Fatalf("LiveView under another instance's id: %v, %d NodePools (want the HostedCluster and none)", err, len(v.NodePools))
+	}
+	deleteAndWait(t, sp, "clusters", id, name)
+	if v, err := sp.App.Service.LiveView(ctx, id, probe); err != nil || v.HostedCluster != nil || v.ID != id {
+		t.Fatalf("LiveView of the deleted cluster: %v, %+v", err, v)
+	}
 }
 
 // A NodePool deleted by hand comes back (the stored spec is the desired state), and the cluster returns to READY.
