@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,12 +13,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
@@ -171,6 +175,36 @@ func Projection(kept map[string][]byte) map[string][]byte {
 // certificates with the CA's private key: the one truth the namespace's LoopbackSecret projects.
 func CAKeySecret(namespace string) string { return LoopbackSecret + "-ca." + namespace }
 
+// KeptFor is the namespace whose certificates the Secret named name keeps (false: not a CAKeySecret name).
+func KeptFor(name string) (string, bool) {
+	ns, ok := strings.CutPrefix(name, LoopbackSecret+"-ca.")
+	return ns, ok && ns != ""
+}
+
+// keptNamespaces is a source of the controller: when the controller starts (on the replica that wins the election),
+// every namespace with kept certificates gets a look. One that went while no injector ran is then forgotten as any
+// gone namespace is (Reconcile decides), instead of its CA key staying in the injector's namespace forever. Only the
+// kept Secrets' names are read (a metadata list, labelled as the injector writes them); a failed list is retried.
+func (r *CertController) keptNamespaces(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	go func() {
+		_ = wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+			if err := r.Keys.List(ctx, list, client.InNamespace(r.KeyNamespace), client.MatchingLabels{ManagedByLabel: "capi-private"}); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing the kept loopback certificates (retrying)", "namespace", r.KeyNamespace)
+				return false, nil
+			}
+			for _, s := range list.Items {
+				if ns, ok := KeptFor(s.Name); ok {
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}})
+				}
+			}
+			return true, nil
+		})
+	}()
+	return nil
+}
+
 // writeKept writes a namespace's kept Secret (created on the first write; an update is optimistic: it carries the
 // resourceVersion read, so a writer that read an older one loses and looks again).
 func (r *CertController) writeKept(ctx context.Context, namespace string, secret *corev1.Secret, exists bool, data map[string][]byte) error {
@@ -245,5 +279,6 @@ func (r *CertController) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(HostedClusterMeta(), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: plan.ControlPlaneNamespace(o.GetNamespace(), o.GetName())}}}
 		})).
+		WatchesRawSource(source.Func(r.keptNamespaces)).
 		Complete(r)
 }

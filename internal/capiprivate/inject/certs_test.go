@@ -190,3 +190,15 @@ func TestKeptDataAndProjection(t *testing.T) {
 		t.Error("Projection changed the kept data")
 	}
 }
+
+// KeptFor reads back the namespace CAKeySecret named, and nothing else.
+func TestKeptFor(t *testing.T) {
+	if ns, ok := inject.KeptFor(inject.CAKeySecret("clusters-a")); !ok || ns != "clusters-a" {
+		t.Errorf("KeptFor(CAKeySecret(clusters-a)) = %q, %v", ns, ok)
+	}
+	for _, name := range []string{inject.LoopbackSecret, inject.LoopbackSecret + "-ca.", "webhook-serving-cert", "x" + inject.CAKeySecret("a")} {
+		if ns, ok := inject.KeptFor(name); ok {
+			t.Errorf("KeptFor(%q) = %q, want none", name, ns)
+		}
+	}
+}

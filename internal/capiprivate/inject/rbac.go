@@ -25,9 +25,11 @@ func Rules() []rbacv1.PolicyRule {
 
 // KeyRules is what the certificate controller needs in its own namespace (a Role there): the Secrets that keep the
 // namespaces' loopback certificates and CA keys (CAKeySecret; a create is allowed by Rules), deleted with their
-// namespace. The admission policy capi-private-inject-secrets limits every write and delete there to those names.
+// namespace, and listed when the controller starts (to forget those of namespaces that went while no injector ran;
+// a list there reads nothing get does not). The admission policy capi-private-inject-secrets limits every write and
+// delete there to those names.
 func KeyRules() []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update", "delete"}}}
+	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "update", "delete"}}}
 }
 
 // LeaderElectionRules is what --leader-elect needs in --leader-election-namespace (a Role).

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -298,6 +299,38 @@ func TestLoopbackSecret(t *testing.T) {
 		err := env.Client.Get(ctx, types.NamespacedName{Namespace: inject.DefaultKeyNamespace, Name: inject.CAKeySecret(old)}, &corev1.Secret{})
 		return apierrors.IsNotFound(err)
 	})
+}
+
+// Kept certificates whose namespace went while no injector ran (written here as an injector that stopped before its
+// namespace was deleted leaves them) are forgotten when a certificate controller starts: it looks at the namespace of
+// every kept Secret. Those of a namespace that exists stay. The injector that started is the one that forgets: the
+// running one never heard of the namespace.
+func TestKeptCertificatesOfAGoneNamespaceForgotten(t *testing.T) {
+	ctx := context.Background()
+	live := namespace(t, "kept-live", main.name, true)
+	loopbackSecret(t, live, "the loopback Secret", servesLoopback)
+	gone := fmt.Sprintf("kept-gone-%d", nsCounter.Add(1))
+	data, err := inject.ExecuteCerts(nil, inject.CertPlan{Action: inject.CertsCreate}, gone, time.Now(), inject.DefaultCertPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: inject.DefaultKeyNamespace, Name: inject.CAKeySecret(gone),
+		Labels: map[string]string{inject.ManagedByLabel: "capi-private"}}, Type: corev1.SecretTypeOpaque, Data: data})
+	in, err := startInjector(ctx, "kept", time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteRegistration(t, in); _ = in.Stop() })
+	testwait.For(t, time.Minute, "the kept certificates of "+gone+" deleted", func() bool {
+		err := env.Client.Get(ctx, types.NamespacedName{Namespace: inject.DefaultKeyNamespace, Name: inject.CAKeySecret(gone)}, &corev1.Secret{})
+		return apierrors.IsNotFound(err)
+	})
+	if n := in.counter(t, `capi_private_inject_certificate_actions_total{action="forget"}`); n < 1 {
+		t.Errorf("the starting injector counted %v forgets, want at least 1", n)
+	}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: inject.DefaultKeyNamespace, Name: inject.CAKeySecret(live)}, &corev1.Secret{}); err != nil {
+		t.Fatalf("the kept certificates of the existing namespace %s: %v", live, err)
+	}
 }
 
 // checkKeyKeptOut: s, ns's LoopbackSecret, holds no CA key; the injector's namespace holds the key of s's current CA.
