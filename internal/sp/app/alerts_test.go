@@ -11,7 +11,7 @@ import (
 // spWords are the label names the SP's rules use besides manifesttest.PromQLWords. An identifier outside those and
 // the SP's registry fails the test — a rule on a metric someone else exports (up, kube_*) is a decision to make
 // here, not by accident.
-var spWords = manifesttest.Words("job", "pod", "check", "informational", "code", "result", "file")
+var spWords = manifesttest.Words("job", "pod", "check", "informational", "code", "result", "file", "loop")
 
 // Every alert of deploy/ is written against metrics the SP exports: the rules are rendered as kustomize renders
 // them, and every metric name they use must be registered by an SP that runs every optional part (status events,
