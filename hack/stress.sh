@@ -23,8 +23,10 @@ echo "stress: ${#pkgs[@]} packages × $runs runs; load: ${STRESS_LOAD:-1}; logs 
 
 load_pid=""
 if [ "${STRESS_LOAD:-1}" != 0 ]; then
-  # The load: the whole suite, again and again, until the stress runs end.
-  setsid bash -c 'while true; do go test "$@" ./... >"'"$out"'/load.log" 2>&1 || true; done' load "${flags[@]}" &
+  # The load: the whole suite, again and again, until the stress runs end. Each pass appends to load.log under a
+  # heading, so that a failure of the load (a test under even more load than the stress runs') is kept too.
+  : >"$out/load.log"
+  setsid bash -c 'for pass in $(seq 1 1000); do echo "== load pass $pass, $(date -u +%FT%TZ)"; go test "$@" ./... 2>&1 || true; done >>"'"$out"'/load.log"' load "${flags[@]}" &
   load_pid=$!
   go build -o "$out/reaphubs" ./hack/reaphubs
   # stop_load kills the load and then the hubs its killed test binaries leave behind (they run in their own process
@@ -52,4 +54,8 @@ for run in $(seq 1 "$runs"); do
   done
 done
 echo "stress: $failures failed package runs (table in $out/table.md)"
+if grep -q '^--- FAIL' "$out/load.log" 2>/dev/null; then
+  echo "the load beside them failed too (kept in $out/load.log):"
+  grep -E '^(== load pass|--- FAIL|FAIL)' "$out/load.log" | grep -B1 -E '^(--- FAIL|FAIL)' || true
+fi
 [ "$failures" -eq 0 ]
