@@ -71,6 +71,12 @@ func TestBase(t *testing.T) {
 	if err := configMaps(hubs[1])("hub-0-only"); !apierrors.IsNotFound(err) {
 		t.Fatalf("hub 1 reading hub 0's ConfigMap: %v, want NotFound (each hub has its own copy)", err)
 	}
+	// Each hub's processes are its own: the CPU time of hub 0's kube-apiserver and etcd, which have served it, is
+	// found and counted.
+	api, etcd, err := hubs[0].CPUTime()
+	if err != nil || api <= 0 || etcd <= 0 {
+		t.Fatalf("hub 0's CPU time: kube-apiserver %v, etcd %v, %v", api, etcd, err)
+	}
 	data := hubs[0].etcdData
 	if err := hubs[0].Stop(); err != nil {
 		t.Fatal(err)

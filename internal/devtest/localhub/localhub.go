@@ -6,6 +6,7 @@
 package localhub
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -167,7 +168,10 @@ func (h *Hub) StopAPIServer() error {
 }
 
 // apiServerPID finds this hub's kube-apiserver: the process whose arguments name its certificate directory.
-func (h *Hub) apiServerPID() (int, error) {
+func (h *Hub) apiServerPID() (int, error) { return findProcess("kube-apiserver", h.certDir) }
+
+// findProcess finds the process of the binary named base whose arguments contain marker (a directory of this hub).
+func findProcess(base, marker string) (int, error) {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
@@ -182,11 +186,54 @@ func (h *Hub) apiServerPID() (int, error) {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 0 && filepath.Base(args[0]) == "kube-apiserver" && strings.Contains(string(cmdline), h.certDir) {
+		if len(args) > 0 && filepath.Base(args[0]) == base && strings.Contains(string(cmdline), marker) {
 			return pid, nil
 		}
 	}
-	return 0, fmt.Errorf("no kube-apiserver process with certificates in %s", h.certDir)
+	return 0, fmt.Errorf("no %s process with %s in its arguments", base, marker)
+}
+
+// CPUTime is the CPU time (user and system) this hub's kube-apiserver and etcd have used since they started: what
+// a benchmark charges to the hub for a step (the difference of two readings).
+func (h *Hub) CPUTime() (apiserver, etcd time.Duration, err error) {
+	pid, err := h.apiServerPID()
+	if err == nil {
+		apiserver, err = ProcessCPU(pid)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if pid, err = findProcess("etcd", h.Env.ControlPlane.Etcd.DataDir); err == nil {
+		etcd, err = ProcessCPU(pid)
+	}
+	return apiserver, etcd, err
+}
+
+// clockTicks is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// ProcessCPU is the CPU time (user and system) process pid has used, from /proc/<pid>/stat.
+func ProcessCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: the fields counted are those after its closing one
+	// (state is field 3, utime 14 and stime 15).
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, stat)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, stat)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
 // StartAPIServer starts kube-apiserver again on the same port, certificates and etcd.

@@ -32,6 +32,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/localhub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/simulator"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/sphub"
 	"github.com/dcm-sp/acm-cluster-sp/internal/devtest/sp/spprocess"
@@ -103,6 +104,7 @@ func BenchmarkAtScale(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("n=%d/start-to-readyz", n), func(b *testing.B) {
 			d := make([]time.Duration, 0, b.N)
+			var spCPU, apiCPU, etcdCPU []time.Duration
 			for i := 0; i < b.N; i++ {
 				if sp != nil {
 					b.StopTimer()
@@ -111,11 +113,18 @@ func BenchmarkAtScale(b *testing.B) {
 				}
 				sp = startBenchSP(b)
 				d = append(d, sp.readyAfter)
+				spCPU, apiCPU, etcdCPU = append(spCPU, sp.startCPU.sp), append(apiCPU, sp.startCPU.apiserver), append(etcdCPU, sp.startCPU.etcd)
 			}
 			b.StopTimer()
 			p := percentiles(d)
 			b.ReportMetric(float64(p.p50.Milliseconds()), "ms-p50")
 			record(col, "start → /readyz 200 (p50)", fmt.Sprintf("%s (%d starts)", p.p50.Round(10*time.Millisecond), len(d)))
+			ownCPU := "– (in process)"
+			if os.Getenv("BENCH_INPROCESS") == "" {
+				ownCPU = percentiles(spCPU).p50.Round(10 * time.Millisecond).String()
+			}
+			record(col, "start → /readyz: CPU of the SP / kube-apiserver / etcd (p50)", fmt.Sprintf("%s / %s / %s", ownCPU,
+				percentiles(apiCPU).p50.Round(10*time.Millisecond), percentiles(etcdCPU).p50.Round(10*time.Millisecond)))
 		})
 		if sp == nil { // start-to-readyz filtered out by -bench
 			sp = startBenchSP(b)
@@ -229,11 +238,14 @@ func benchMemLimit() string {
 type benchSP struct {
 	url        string
 	readyAfter time.Duration
-	pid        int
-	inproc     *testSP
-	cmd        *exec.Cmd
-	done       chan struct{}
-	logFile    string
+	// startCPU is the CPU time the start took until ready: the SP process's (0 in process, where the harness shares
+	// it), kube-apiserver's and etcd's.
+	startCPU startCPU
+	pid      int
+	inproc   *testSP
+	cmd      *exec.Cmd
+	done     chan struct{}
+	logFile  string
 }
 
 var (
@@ -273,8 +285,37 @@ func benchConfig() map[string]string {
 	}
 }
 
-// startBenchSP starts the SP and returns once /readyz says 200; readyAfter is the time from start to then.
+type startCPU struct{ sp, apiserver, etcd time.Duration }
+
+// hubCPU reads the CPU time the hub's kube-apiserver and etcd have used so far.
+func hubCPU(b *testing.B) startCPU {
+	b.Helper()
+	api, etcd, err := testHub.CPUTime()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return startCPU{apiserver: api, etcd: etcd}
+}
+
+// startBenchSP starts the SP and returns once /readyz says 200; readyAfter is the time from start to then, startCPU
+// what the start cost the SP and the hub.
 func startBenchSP(b *testing.B, extraEnv ...string) *benchSP {
+	b.Helper()
+	hub0 := hubCPU(b)
+	sp := launchBenchSP(b, extraEnv...)
+	hub1 := hubCPU(b)
+	sp.startCPU = startCPU{apiserver: hub1.apiserver - hub0.apiserver, etcd: hub1.etcd - hub0.etcd}
+	if sp.inproc == nil {
+		cpu, err := localhub.ProcessCPU(sp.pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sp.startCPU.sp = cpu
+	}
+	return sp
+}
+
+func launchBenchSP(b *testing.B, extraEnv ...string) *benchSP {
 	b.Helper()
 	if os.Getenv("BENCH_INPROCESS") != "" {
 		cfg := testConfig(benchNS)

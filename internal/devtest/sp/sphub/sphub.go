@@ -160,6 +160,9 @@ func (h *Hub) StopAPIServer() error { return h.local.StopAPIServer() }
 // StartAPIServer starts kube-apiserver again on the same address, certificates and etcd.
 func (h *Hub) StartAPIServer() error { return h.local.StartAPIServer() }
 
+// CPUTime is the CPU time kube-apiserver and etcd have used since they started (localhub.Hub.CPUTime).
+func (h *Hub) CPUTime() (apiserver, etcd time.Duration, err error) { return h.local.CPUTime() }
+
 func (h *Hub) writeKubeconfig() error {
 	kc, _, err := h.local.AddUser("admin", "system:masters")
 	if err != nil {
