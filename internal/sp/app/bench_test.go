@@ -57,6 +57,8 @@ import (
 //
 //	BENCH_CLUSTERS=1000,10000  sizes (default); the namespace grows from one to the next
 //	BENCH_SP_BIN=path          the SP binary (default: built into a temporary directory)
+//	BENCH_SP_ENV="K=V …"       extra environment of the SP process (an experiment: a GODEBUG, a client-go
+//	                           feature gate such as KUBE_FEATURE_WatchListClient=false)
 //	BENCH_INPROCESS=1          run the SP inside the test process instead (for -cpuprofile/-memprofile; its RSS
 //	                           then includes the harness)
 //	BENCH_REPORT=path          also write the summary table there (make bench: bin/bench-report.md)
@@ -339,7 +341,7 @@ func launchBenchSP(b *testing.B, extraEnv ...string) *benchSP {
 	for k, v := range benchConfig() {
 		env = append(env, config.EnvName(k)+"="+v)
 	}
-	env = append(env, extraEnv...)
+	env = append(append(env, strings.Fields(os.Getenv("BENCH_SP_ENV"))...), extraEnv...)
 	began := time.Now()
 	p, err := spprocess.Start(bin, env, logf, 2*time.Minute)
 	if err != nil {

@@ -194,6 +194,7 @@ func New(cfg *rest.Config, opts Options) (*Hub, error) {
 		ByObject:                    byObject,
 		DefaultTransform:            stripTransform,
 		ReaderFailOnMissingInformer: true,
+		NewInformer:                 newListingInformer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub cache: %w", err)

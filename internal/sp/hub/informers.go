@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -153,6 +154,28 @@ func (h *Hub) informerSpecs() []informerSpec {
 		)
 	}
 	return specs
+}
+
+// newListingInformer is client-go's shared informer, made to start from a list and a watch rather than client-go's
+// streaming list (WatchList: the initial objects as the events of one watch, on by default since client-go 1.35).
+// Against kube-apiserver 1.34 the streaming start was the slower and the costlier: at 1,000 clusters it took the
+// SP 2–4 times as long to be ready and twice the CPU, and kube-apiserver 1.7 times the CPU (`make bench`'s start
+// row; figures in docs/performance.md).
+func newListingInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	if c, ok := lw.(toolscache.ListerWatcherWithContext); ok { // controller-runtime's: keep its contexts
+		return toolscache.NewSharedIndexInformer(listingWithContext{listing{lw}, c}, obj, resync, indexers)
+	}
+	return toolscache.NewSharedIndexInformer(listing{lw}, obj, resync, indexers)
+}
+
+// listing is a ListerWatcher that tells the reflector it does not support streaming lists, so it lists instead.
+type listing struct{ toolscache.ListerWatcher }
+
+func (listing) IsWatchListSemanticsUnSupported() bool { return true }
+
+type listingWithContext struct {
+	listing
+	toolscache.ListerWatcherWithContext
 }
 
 // forgetting is del that first drops the deleted object's instance from the shared label sets.
