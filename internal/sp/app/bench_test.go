@@ -63,6 +63,7 @@ import (
 //	                           then includes the harness)
 //	BENCH_REPORT=path          also write the summary table there (make bench: bin/bench-report.md)
 //	BENCH_HEAPPROFILE=prefix   with BENCH_INPROCESS, write a heap profile at each memory measurement
+//	BENCH_STARTPROFILE=prefix  with BENCH_INPROCESS, write a CPU profile of each start, from launch to ready
 //	BENCH_MEMLIMIT=256MiB      the GOMEMLIMIT of the last measurement at each size (the SP restarted with it, as the
 //	                           deployment sets it from the container's memory limit); "off" skips it
 const (
@@ -289,6 +290,9 @@ func benchConfig() map[string]string {
 
 type startCPU struct{ sp, apiserver, etcd time.Duration }
 
+// starts counts the SP starts of this run (the names of BENCH_STARTPROFILE's files).
+var starts int
+
 // hubCPU reads the CPU time the hub's kube-apiserver and etcd have used so far.
 func hubCPU(b *testing.B) startCPU {
 	b.Helper()
@@ -320,6 +324,17 @@ func startBenchSP(b *testing.B, extraEnv ...string) *benchSP {
 func launchBenchSP(b *testing.B, extraEnv ...string) *benchSP {
 	b.Helper()
 	if os.Getenv("BENCH_INPROCESS") != "" {
+		if prefix := os.Getenv("BENCH_STARTPROFILE"); prefix != "" {
+			starts++
+			f, err := os.Create(fmt.Sprintf("%s-start%d.pprof", prefix, starts))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+		}
 		cfg := testConfig(benchNS)
 		cfg.ProviderName = benchProvider
 		cfg.NATSURL = testHub.NATSURL
