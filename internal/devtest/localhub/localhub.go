@@ -172,25 +172,17 @@ func (h *Hub) apiServerPID() (int, error) { return findProcess("kube-apiserver",
 
 // findProcess finds the process of the binary named base whose arguments contain marker (a directory of this hub).
 func findProcess(base, marker string) (int, error) {
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
+	found := 0
+	eachProcess(func(pid int, cmdline string) bool {
+		if binaryOf(cmdline) == base && strings.Contains(cmdline, marker) {
+			found = pid
+		}
+		return found == 0
+	})
+	if found == 0 {
+		return 0, fmt.Errorf("no %s process with %s in its arguments", base, marker)
 	}
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 0 && filepath.Base(args[0]) == base && strings.Contains(string(cmdline), marker) {
-			return pid, nil
-		}
-	}
-	return 0, fmt.Errorf("no %s process with %s in its arguments", base, marker)
+	return found, nil
 }
 
 // CPUTime is the CPU time (user and system) this hub's kube-apiserver and etcd have used since they started: what
@@ -218,13 +210,8 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The command name, in parentheses, may hold spaces: the fields counted are those after its closing one
-	// (state is field 3, utime 14 and stime 15).
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, stat)
-	}
-	f := strings.Fields(string(stat[i+1:]))
+	// utime and stime are the line's fields 14 and 15.
+	f := statFields(string(stat))
 	if len(f) < 13 {
 		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, stat)
 	}

@@ -29,32 +29,48 @@ var hubDirs = []string{apiserverDirPrefix, kcmDirPrefix, etcdDirPrefix, "k8s_tes
 // keep both cores busy for the rest of the run, slowing every package after it. Start calls it; it returns the
 // PIDs it killed.
 func ReapOrphans() []int {
+	var killed []int
+	eachProcess(func(pid int, cmdline string) bool {
+		if orphanedHubProcess(pid, cmdline) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed = append(killed, pid)
+		}
+		return true
+	})
+	return killed
+}
+
+// eachProcess calls f with the PID and the command line (arguments separated by NUL) of every process /proc lists,
+// until f returns false.
+func eachProcess(f func(pid int, cmdline string) bool) {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return
 	}
-	var killed []int
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
 		if err != nil {
 			continue
 		}
-		if orphanedHubProcess(pid) && syscall.Kill(pid, syscall.SIGKILL) == nil {
-			killed = append(killed, pid)
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || len(cmdline) == 0 {
+			continue
+		}
+		if !f(pid, string(cmdline)) {
+			return
 		}
 	}
-	return killed
 }
 
-// orphanedHubProcess reports whether pid is a hub binary started with a local hub's directories whose parent is
-// init.
-func orphanedHubProcess(pid int) bool {
-	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	if err != nil {
-		return false
-	}
-	args := strings.Split(string(cmdline), "\x00")
-	if !isHubBinary(filepath.Base(args[0])) || !mentionsHubDir(string(cmdline)) {
+// binaryOf is the base name of a command line's program.
+func binaryOf(cmdline string) string {
+	prog, _, _ := strings.Cut(cmdline, "\x00")
+	return filepath.Base(prog)
+}
+
+// orphanedHubProcess reports whether pid, running cmdline, is a hub binary started with a local hub's directories
+// whose parent is init.
+func orphanedHubProcess(pid int, cmdline string) bool {
+	if !isHubBinary(binaryOf(cmdline)) || !mentionsHubDir(cmdline) {
 		return false
 	}
 	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
@@ -73,14 +89,20 @@ func mentionsHubDir(cmdline string) bool {
 // parentPID reads the parent's PID from /proc/<pid>/stat: "pid (comm) state ppid …", where comm may hold spaces
 // and parentheses (so the fields are counted after the last ')').
 func parentPID(stat string) int {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(stat[i+1:])
+	fields := statFields(stat)
 	if len(fields) < 2 {
 		return 0
 	}
 	ppid, _ := strconv.Atoi(fields[1])
 	return ppid
+}
+
+// statFields are the fields of a /proc/<pid>/stat line after the command name, which is in parentheses and may hold
+// spaces: the first is the state (the line's third field). nil when the line has no command name.
+func statFields(stat string) []string {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(stat[i+1:])
 }

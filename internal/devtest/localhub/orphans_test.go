@@ -26,4 +26,7 @@ func TestHubProcessRecognised(t *testing.T) {
 		!mentionsHubDir("etcd\x00--data-dir=/tmp/localhub-etcd-705082638") {
 		t.Error("hub directories misrecognised")
 	}
+	if binaryOf("/cache/bin/etcd\x00--data-dir=/tmp/x") != "etcd" || binaryOf("kube-apiserver") != "kube-apiserver" {
+		t.Error("a command line's program misread")
+	}
 }
