@@ -182,8 +182,9 @@ func idleState(s plan.State) bool {
 // observe gathers the plan.Observation of one HostedCluster; the expensive parts only in the phases that use them.
 func (m *Migrator) observe(ctx context.Context, hc *hyperv1.HostedCluster, s plan.State) (plan.Observation, graph, error) {
 	ns := ControlPlaneNamespace(hc)
-	o := plan.Observation{Now: m.opts.Now(), NewID: m.opts.NewID()}
+	o := plan.Observation{NewID: m.opts.NewID()}
 	if idleState(s) {
+		o.Now = m.opts.Now()
 		return o, graph{}, nil
 	}
 	api, err := m.discover(ctx)
@@ -210,6 +211,10 @@ func (m *Migrator) observe(ctx context.Context, hc *hyperv1.HostedCluster, s pla
 	if err := m.observePhase(ctx, &o, g, w, s); err != nil {
 		return o, g, err
 	}
+	// The observation's time is when everything is read: Step decides at that time, and a phase it enters starts
+	// then. A look that takes long (reads through the proxy timing out on a loaded hub) must not spend the
+	// deadline of the phase it enters before the phase is entered.
+	o.Now = m.opts.Now()
 	return o, g, nil
 }
 
