@@ -26,8 +26,11 @@ import (
 	"github.com/dcm-sp/acm-cluster-sp/internal/capiprivate/migrate/plan"
 )
 
-// ManagedByLabel marks the Secrets the injector writes.
-const ManagedByLabel = "app.kubernetes.io/managed-by"
+// ManagedByLabel, with the value ManagedBy, marks the Secrets the injector writes (and the start-up look lists).
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedBy      = "capi-private"
+)
 
 // DefaultResync bounds the time between two checks of a namespace's Secret.
 const DefaultResync = 10 * time.Minute
@@ -190,7 +193,7 @@ func (r *CertController) keptNamespaces(ctx context.Context, q workqueue.TypedRa
 		_ = wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 			list := &metav1.PartialObjectMetadataList{}
 			list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-			if err := r.Keys.List(ctx, list, client.InNamespace(r.KeyNamespace), client.MatchingLabels{ManagedByLabel: "capi-private"}); err != nil {
+			if err := r.Keys.List(ctx, list, client.InNamespace(r.KeyNamespace), client.MatchingLabels{ManagedByLabel: ManagedBy}); err != nil {
 				ctrl.LoggerFrom(ctx).Error(err, "listing the kept loopback certificates (retrying)", "namespace", r.KeyNamespace)
 				return false, nil
 			}
@@ -210,7 +213,7 @@ func (r *CertController) keptNamespaces(ctx context.Context, q workqueue.TypedRa
 func (r *CertController) writeKept(ctx context.Context, namespace string, secret *corev1.Secret, exists bool, data map[string][]byte) error {
 	if !exists {
 		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.KeyNamespace, Name: CAKeySecret(namespace), Labels: map[string]string{ManagedByLabel: "capi-private"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.KeyNamespace, Name: CAKeySecret(namespace), Labels: map[string]string{ManagedByLabel: ManagedBy}},
 			Type:       corev1.SecretTypeOpaque, Data: data,
 		}
 		if err := r.Client.Create(ctx, s); err != nil {
@@ -228,7 +231,7 @@ func (r *CertController) writeKept(ctx context.Context, namespace string, secret
 func (r *CertController) write(ctx context.Context, namespace string, secret *corev1.Secret, exists bool, data map[string][]byte) error {
 	if !exists {
 		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: LoopbackSecret, Labels: map[string]string{ManagedByLabel: "capi-private"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: LoopbackSecret, Labels: map[string]string{ManagedByLabel: ManagedBy}},
 			Type:       corev1.SecretTypeOpaque, Data: data,
 		}
 		if err := r.Client.Create(ctx, s); err != nil {
@@ -240,7 +243,7 @@ func (r *CertController) write(ctx context.Context, namespace string, secret *co
 	if secret.Labels == nil {
 		secret.Labels = map[string]string{}
 	}
-	secret.Labels[ManagedByLabel] = "capi-private"
+	secret.Labels[ManagedByLabel] = ManagedBy
 	if err := r.Client.Update(ctx, secret); err != nil { // resourceVersion precondition: a concurrent writer wins
 		return fmt.Errorf("updating %s/%s: %w", namespace, LoopbackSecret, err)
 	}
