@@ -51,6 +51,10 @@ func TestInformersList(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the informer never watched")
 	}
+	// The informer moves the list into its store on its own goroutine, which the watch may come before.
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the informer never synced")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(calls) < 2 || calls[0] != "list" || calls[1] != "watch from 7" {
