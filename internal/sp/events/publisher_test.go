@@ -147,22 +147,25 @@ func TestSPMPreset(t *testing.T) {
 	}
 }
 
-// A burst of messages within the debounce window is coalesced: without a settle time the first change goes out at
-// once, the latest of the rest at the end of the window; nothing in between. The burst keeps the delivered status:
-// a new status would go out as soon as it settled (its own rule), and whether the publisher's worker saw the burst's
-// first change before the next was reported would decide the outcome.
+// A burst of messages within the debounce window is coalesced: the latest goes out at the end of the window, nothing
+// in between. The window starts at a publish that was no news: a cluster's first event is news, and the rest of the
+// burst a new status begins follows it at once (windowEnd), so with "b" right after "a" whether the publisher's
+// worker read "b" before "c" and "d" were reported would decide the outcome (a,b,d in CI). "a2" is published at
+// once after "a" for that reason, and starts a window of its own.
 func TestDebounceLatestWins(t *testing.T) {
 	const window = 1500 * time.Millisecond
 	url, _ := startNATS(t, true)
 	p := startPublisher(t, Options{URL: url, Debounce: window})
 	p.Report("inst-3", status.Report{Status: status.Pending, Message: "a"})
 	waitTrue(t, func() bool { return p.Delivered("inst-3", status.Pending) })
+	p.Report("inst-3", status.Report{Status: status.Pending, Message: "a2"})
+	waitTrue(t, func() bool { return p.pendingCount() == 0 })
 	for _, m := range []string{"b", "c", "d"} {
 		p.Report("inst-3", status.Report{Status: status.Pending, Message: m})
 	}
-	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-3.status", 3, window+2*time.Second)
-	if got := messages(t, evs); got != "a,d" {
-		t.Fatalf("published %v, want a,d", got)
+	evs := consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-3.status", 4, window+2*time.Second)
+	if got := messages(t, evs); got != "a,a2,d" {
+		t.Fatalf("published %v, want a,a2,d", got)
 	}
 	// Reporting the delivered state again publishes nothing; after Resync it is published once more.
 	p.Report("inst-3", status.Report{Status: status.Pending, Message: "d"})
@@ -171,9 +174,9 @@ func TestDebounceLatestWins(t *testing.T) {
 	}
 	p.Resync()
 	p.Report("inst-3", status.Report{Status: status.Pending, Message: "d"})
-	evs = consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-3.status", 4, window+2*time.Second)
-	if len(evs) != 3 {
-		t.Fatalf("%d events after an unchanged report and a resync, want 3", len(evs))
+	evs = consume(t, url, "dcm.providers.test-sp.cluster.instances.inst-3.status", 5, window+2*time.Second)
+	if len(evs) != 4 {
+		t.Fatalf("%d events after an unchanged report and a resync, want 4", len(evs))
 	}
 }
 
