@@ -175,7 +175,8 @@ func nodePoolOf(v clusters.View) *hyperv1.NodePool {
 // (a concurrent convergence won); someone else's object of that name is a conflict.
 func (s *Converger) createChild(ctx context.Context, hc *hyperv1.HostedCluster, o client.Object, ch *changes) error {
 	o.SetOwnerReferences(appendOwner(o.GetOwnerReferences(), hc))
-	err := s.expectedCreate(ctx, meta.InstanceID(hc.Labels), o)
+	id := meta.InstanceID(hc.Labels)
+	err := s.expectedCreate(ctx, id, o)
 	switch {
 	case err == nil:
 		ch.add(o)
@@ -183,10 +184,10 @@ func (s *Converger) createChild(ctx context.Context, hc *hyperv1.HostedCluster, 
 	case apierrors.IsAlreadyExists(err):
 		existing := o.DeepCopyObject().(client.Object)
 		if gerr := s.client.Get(ctx, client.ObjectKeyFromObject(o), existing); gerr != nil {
-			return hubapi.Failure(gerr, "reading %s %s", kindOf(o), o.GetName())
+			return s.unexpected(id, o, hubapi.Failure(gerr, "reading %s %s", kindOf(o), o.GetName()))
 		}
-		if other := meta.InstanceID(existing.GetLabels()); other != meta.InstanceID(hc.Labels) {
-			return nameTaken(hc.Name, other, kindOf(o))
+		if other := meta.InstanceID(existing.GetLabels()); other != id {
+			return s.unexpected(id, o, nameTaken(hc.Name, other, kindOf(o)))
 		}
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
@@ -225,7 +226,7 @@ func (s *Converger) createManagedCluster(ctx context.Context, hc *hyperv1.Hosted
 	case apierrors.IsAlreadyExists(err):
 		existing := mc.DeepCopy()
 		if gerr := s.client.Get(ctx, client.ObjectKeyFromObject(mc), existing); gerr == nil && meta.InstanceID(existing.Labels) != id {
-			return nameTaken(mc.Name, meta.InstanceID(existing.Labels), "ManagedCluster")
+			return s.unexpected(id, mc, nameTaken(mc.Name, meta.InstanceID(existing.Labels), "ManagedCluster"))
 		}
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) && isAdmissionDenial(err):
@@ -235,14 +236,23 @@ func (s *Converger) createManagedCluster(ctx context.Context, hc *hyperv1.Hosted
 }
 
 // expectedCreate creates child o of instance id and expects it in the index until the index shows it
-// (expectations). The expectation is in place before the write, so the informer's event cannot come first.
+// (expectations). The expectation is in place before the write, so the informer's event cannot come first. An
+// object already there is expected too: it exists, so the cache will show it (a caller that finds it someone else's
+// drops the expectation with notOurs); only a failed write ends it.
 func (s *Converger) expectedCreate(ctx context.Context, id string, o client.Object) error {
 	c := child{kindOf(o), o.GetName()}
 	s.expected.add(id, c, s.now())
 	err := s.client.Create(ctx, o)
-	if err != nil {
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		s.expected.drop(id, c)
 	}
+	return err
+}
+
+// unexpected ends the expectation of child o of instance id, found already there but not known to be the
+// instance's (someone else's, or unreadable), and returns err, which says so.
+func (s *Converger) unexpected(id string, o client.Object, err error) error {
+	s.expected.drop(id, child{kindOf(o), o.GetName()})
 	return err
 }
 

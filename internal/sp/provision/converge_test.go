@@ -193,15 +193,22 @@ func TestConvergerMemoryAndLiveView(t *testing.T) {
 }
 
 // The reconciler does not create again what this process's create has just written while its caches do not show it
-// yet (the HostedCluster in the cache, a child not yet): the children are expected for a while, then created again
-// if they still do not show (deleted before the cache saw them).
+// yet (the HostedCluster in the cache, a child not yet): the children are expected for a while — even when the
+// events of the create's Secrets reached the index before its HostedCluster's, when the index did not know the
+// instance yet — then created again if they still do not show (deleted before the cache saw them). A child the
+// API server answers is already there is expected again.
 func TestConvergeAwaitsTheCreatesChildren(t *testing.T) {
-	f := newFixture(t, manageACM)
+	f := newFixture(t, manageACM, func(c *Config) { c.CacheWait = 10 * time.Millisecond })
 	ctx := context.Background()
 	f.mu.Lock()
-	f.lagging = true // the index sees none of the create's writes
+	f.unseen = func(obj client.Object) bool { _, secret := obj.(*corev1.Secret); return !secret }
 	f.mu.Unlock()
 	f.create(id1, "", kubevirtBody("alpha", 2))
+	if _, ok := f.index.Secret(render.PullSecretName("alpha")); !ok {
+		t.Fatal("the index did not see the create's Secrets")
+	}
+	hc := f.hostedCluster("alpha")
+	f.index.PutHostedCluster(hc) // its event comes after the Secrets'
 	var mu sync.Mutex
 	var created []string
 	f.mu.Lock()
@@ -211,7 +218,6 @@ func TestConvergeAwaitsTheCreatesChildren(t *testing.T) {
 		mu.Unlock()
 	}
 	f.mu.Unlock()
-	hc := f.hostedCluster("alpha")
 	if err := f.svc.Converge(ctx, hc); err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +235,20 @@ func TestConvergeAwaitsTheCreatesChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	for _, want := range []string{"NodePool/alpha", "ManagedCluster/alpha"} {
 		if !slices.Contains(created, want) {
 			t.Errorf("after expectFor the reconciler created %v, want %s among them", created, want)
 		}
+	}
+	created = nil
+	mu.Unlock()
+	// Already there, so expected again: the next look creates nothing.
+	if err := f.svc.Converge(ctx, hc); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(created) != 0 {
+		t.Fatalf("the reconciler created %v again right after they were answered as already there", created)
 	}
 }

@@ -44,6 +44,9 @@ type converging interface {
 	ReserveAgents(ctx context.Context, id string, spec *clusters.Spec, need int, ch *changes) error
 	// beginCreate marks the instance's create in flight (the reconciler leaves it alone) until end is called.
 	beginCreate(id string) (end func())
+	// Forget drops what is remembered of the instance (a rolled-back create: the index does not forget an instance
+	// while its create is in flight).
+	Forget(id string)
 }
 
 // NewWriter returns the writer; conv converges what its creates and updates write.

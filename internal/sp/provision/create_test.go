@@ -157,7 +157,8 @@ func TestCreateNameTaken(t *testing.T) {
 	}
 }
 
-// A child the hub refuses rolls back exactly what the request created: a Secret that existed before stays.
+// A child the hub refuses rolls back exactly what the request created: a Secret that existed before stays, and
+// nothing of the instance is remembered.
 func TestCreateRollsBackOnRefusedChild(t *testing.T) {
 	f := newFixture(t)
 	// A Secret this instance made earlier (an interrupted attempt) is adopted, not created: the rollback keeps it.
@@ -181,6 +182,9 @@ func TestCreateRollsBackOnRefusedChild(t *testing.T) {
 	}
 	if !f.exists(&corev1.Secret{}, testNS, render.PullSecretName("alpha")) {
 		t.Fatal("the rollback deleted a Secret this request did not create")
+	}
+	if n := f.svc.Remembered(); n != 0 {
+		t.Fatalf("remembered %d instances after the rollback, want 0", n)
 	}
 }
 

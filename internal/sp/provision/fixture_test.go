@@ -60,6 +60,9 @@ type fixture struct {
 	onCreate func(obj client.Object)
 	// lagging makes the index miss writes (a replica whose caches have not seen another one's create yet).
 	lagging bool
+	// unseen, when set, makes the index miss the writes of the objects it is true of (their informers' events come
+	// later, or never).
+	unseen func(obj client.Object) bool
 }
 
 // failure makes the fake API server refuse a verb on a kind (and name, if set) with err.
@@ -198,9 +201,9 @@ func (f *fixture) takeBefore() func(context.Context, client.Client, client.Objec
 // observe feeds the index from the API server's state of a written object, as the informers would.
 func (f *fixture) observe(ctx context.Context, c client.Client, obj client.Object) {
 	f.mu.Lock()
-	lagging := f.lagging
+	lagging, unseen := f.lagging, f.unseen
 	f.mu.Unlock()
-	if lagging {
+	if lagging || unseen != nil && unseen(obj) {
 		return
 	}
 	switch o := obj.(type) {

@@ -59,7 +59,11 @@ func (s Services) IndexChanged(id string) {
 	v, known := s.Reader.index.Get(id)
 	s.Reader.views.changed(id, !known)
 	if !known {
-		s.Converger.Forget(id)
+		// A create in flight writes children whose informers' events can reach the index before its HostedCluster's:
+		// what it expects stays (a create that rolled back forgets the instance itself).
+		if !s.Converger.Creating(id) {
+			s.Converger.Forget(id)
+		}
 	} else {
 		s.Converger.observed(v)
 	}

@@ -48,9 +48,11 @@ func (ch *changes) lock() *corev1.ConfigMap {
 // HostedCluster loses only the SP's own finalizer (optimistic lock), never the operator's. Once the HostedCluster
 // is deleted, the ManagedCluster made for it is deleted whoever created it: the leader's reconciler may have
 // written it first (this request then found it there), and checks the HostedCluster again only after its write.
+// What the create remembered of the instance is forgotten.
 func (s *Writer) rollback(ctx context.Context, id string, ch *changes) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	defer s.conv.Forget(id)
 	for i := len(ch.created) - 1; i >= 0; i-- {
 		o := ch.created[i]
 		hc, isHC := o.(*hyperv1.HostedCluster)
