@@ -237,8 +237,8 @@ func (s *Converger) createManagedCluster(ctx context.Context, hc *hyperv1.Hosted
 
 // expectedCreate creates child o of instance id and expects it in the index until the index shows it
 // (expectations). The expectation is in place before the write, so the informer's event cannot come first. An
-// object already there is expected too: it exists, so the cache will show it (a caller that finds it someone else's
-// drops the expectation with notOurs); only a failed write ends it.
+// object already there is expected too: it exists, so the cache will show it (a caller that finds it someone else's,
+// or cannot tell, drops the expectation: unexpected); only a failed write ends it.
 func (s *Converger) expectedCreate(ctx context.Context, id string, o client.Object) error {
 	c := child{kindOf(o), o.GetName()}
 	s.expected.add(id, c, s.now())

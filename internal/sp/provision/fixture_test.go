@@ -58,10 +58,8 @@ type fixture struct {
 	before func(ctx context.Context, c client.Client, obj client.Object)
 	// onCreate, when set, sees every create before it reaches the fake API server (set it before the writes).
 	onCreate func(obj client.Object)
-	// lagging makes the index miss writes (a replica whose caches have not seen another one's create yet).
-	lagging bool
 	// unseen, when set, makes the index miss the writes of the objects it is true of (their informers' events come
-	// later, or never).
+	// later, or never); lagging misses them all (a replica whose caches have not seen another one's create yet).
 	unseen func(obj client.Object) bool
 }
 
@@ -72,6 +70,9 @@ type failure struct {
 }
 
 type option func(*Config)
+
+// lagging is the unseen of an index that sees no write.
+func lagging(client.Object) bool { return true }
 
 func manageACM(c *Config) { c.ManageACMObjects = true }
 
@@ -201,9 +202,9 @@ func (f *fixture) takeBefore() func(context.Context, client.Client, client.Objec
 // observe feeds the index from the API server's state of a written object, as the informers would.
 func (f *fixture) observe(ctx context.Context, c client.Client, obj client.Object) {
 	f.mu.Lock()
-	lagging, unseen := f.lagging, f.unseen
+	unseen := f.unseen
 	f.mu.Unlock()
-	if lagging || unseen != nil && unseen(obj) {
+	if unseen != nil && unseen(obj) {
 		return
 	}
 	switch o := obj.(type) {

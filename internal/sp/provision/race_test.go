@@ -21,7 +21,7 @@ import (
 // the same spec is a replay (200), another spec a 409.
 func TestCreateReplayThroughLaggingCache(t *testing.T) {
 	f := newFixture(t)
-	f.lagging = true
+	f.unseen = lagging
 	f.create(id1, "", kubevirtBody("alpha", 2))
 	if _, ok := f.index.Get(id1); ok {
 		t.Fatal("the lagging index saw the create")
@@ -61,7 +61,7 @@ func TestCreateHostedClusterCollision(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.lagging = true // the rival's HostedCluster is not in this replica's cache
+			f.unseen = lagging // the rival's HostedCluster is not in this replica's cache
 			// The instance lock is the first create: let the rival in just before the HostedCluster's instead.
 			if err := f.client.Create(context.Background(), render.InstanceLock(testProvider, testNS, id1, request.JSON)); err != nil {
 				t.Fatal(err)
