@@ -70,6 +70,10 @@ func TestServingCertificateReloadFailuresAreCounted(t *testing.T) {
 	testpki.ReplaceFile(t, dir, "tls.key", second.KeyPEM)
 	testpki.ReplaceFile(t, dir, "tls.crt", second.CertPEM)
 	testwait.For(t, 10*time.Second, "the new certificate served", func() bool { return expiry() == notAfter(t, second.CertPEM) })
+	// A check in flight now may have read the files before they were good (the new key beside the broken
+	// certificate): it ends first, and only the checks after it count.
+	inFlight := g.reloadChecks.Load()
+	testwait.For(t, 10*time.Second, "the reload check in flight ended", func() bool { return g.reloadChecks.Load() >= inFlight+1 })
 	after, checks := failures(), g.reloadChecks.Load()
 	testwait.For(t, 10*time.Second, "two more reload checks", func() bool { return g.reloadChecks.Load() >= checks+2 })
 	if failures() != after {
