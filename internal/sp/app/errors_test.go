@@ -236,7 +236,7 @@ func TestCreateRollsBack(t *testing.T) {
 
 // A bare-metal create refused after it reserved an Agent rolls back on the real hub too: every write to an Agent
 // other than the first one reserved is refused (403, as RBAC or an admission webhook would), and the answer is an
-// error with nothing of the instance left — no object, and no Agent still labelled for it.
+// error with nothing of the instance left — no object, no Agent still labelled for it, and nothing remembered.
 func TestCreateBareMetalRollsBackItsAgents(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig("faults")
@@ -276,6 +276,8 @@ func TestCreateBareMetalRollsBackItsAgents(t *testing.T) {
 	waitFor(t, 30*time.Second, "the rollback of the objects and of the Agent reservation", func() bool {
 		return len(leftoversIn(t, "faults", id, name)) == 0 && len(reservedAgents(t, id)) == 0
 	})
+	// Nor in the replica's memory: what the create ensured and expected is forgotten with it.
+	waitFor(t, 30*time.Second, "the rolled-back instance forgotten", func() bool { return sp.App.Service.Remembered() == 0 })
 }
 
 // A platform that is not enabled on this SP is a 422 naming what is supported.
